@@ -1,0 +1,410 @@
+// Package store owns releases on a versioned Google Cloud Storage bucket.
+//
+// An app's releases are the generations of one object,
+// [PREFIX/]<app>/manifests.yaml, and the generation number is the release id.
+// The contract that matters: Publish never loses an update and never lets an
+// older writer overwrite a newer one. Every write carries a generation
+// precondition, so any number of concurrent writers converge, and an
+// uncontended publish costs two requests (read the head's attributes, write)
+// however long the history is.
+//
+// Errors from the SDK are translated here, once, into ErrNotFound,
+// ErrConflict, ErrStale, ErrCorrupt and ErrBucket.
+package store
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"github.com/googleapis/gax-go/v2"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/api/iterator"
+)
+
+// Sentinel errors, checked with errors.Is.
+var (
+	// ErrNotFound: the app, or the generation asked for, doesn't exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the head moved under a strict write, or another release
+	// claims the same sequence with other bytes.
+	ErrConflict = errors.New("conflict")
+	// ErrStale: the head carries a higher sequence than the release offered.
+	ErrStale = errors.New("stale")
+	// ErrCorrupt: the stored bytes don't match their bucketops-digest.
+	ErrCorrupt = errors.New("digest mismatch")
+	// ErrBucket: the bucket is missing, not versioned or not accessible.
+	ErrBucket = errors.New("bucket unusable")
+)
+
+// ObjectName is the name of the object holding an app's releases, below the prefix.
+const ObjectName = "manifests.yaml"
+
+// maxObjectBytes bounds what Read loads into memory: a release is at most
+// 10 MiB (render.MaxReleaseBytes); anything bigger wasn't written by bucketops.
+const maxObjectBytes = 10 << 20
+
+// ContentType of every release object.
+const ContentType = "application/yaml"
+
+// Release kinds.
+const (
+	KindRelease   = "release"
+	KindTombstone = "tombstone"
+)
+
+// Custom metadata keys (x-goog-meta-…).
+const (
+	metaDigest    = "bucketops-digest"
+	metaSequence  = "bucketops-sequence"
+	metaSource    = "bucketops-source"
+	metaAuthor    = "bucketops-author"
+	metaMessage   = "bucketops-message"
+	metaResources = "bucketops-resources"
+	metaOrigin    = "bucketops-origin"
+	metaKind      = "bucketops-kind"
+)
+
+// Release describes one generation of an app's object, from its attributes.
+type Release struct {
+	App        string    `json:"app"`
+	Generation int64     `json:"generation"`
+	Time       time.Time `json:"time"`
+	Sequence   uint64    `json:"sequence,omitempty"`
+	Source     string    `json:"source,omitempty"`
+	Author     string    `json:"author,omitempty"`
+	Message    string    `json:"message,omitempty"`
+	Digest     string    `json:"digest"`
+	Resources  int       `json:"resources"`
+	Origin     string    `json:"origin,omitempty"`
+	Kind       string    `json:"kind"`
+	Size       int64     `json:"size"`
+	// Current is true for the head, false for a noncurrent generation.
+	Current bool `json:"current"`
+}
+
+// Ref returns app@generation.
+func (r Release) Ref() Ref { return Ref{App: r.App, Generation: r.Generation} }
+
+// Location is a bucket and an optional prefix inside it.
+type Location struct {
+	Bucket string
+	Prefix string
+}
+
+// ParseLocation parses gs://BUCKET[/PREFIX].
+func ParseLocation(s string) (Location, error) {
+	rest, ok := strings.CutPrefix(s, "gs://")
+	if !ok {
+		return Location{}, fmt.Errorf("%w: bucket %q must look like gs://BUCKET or gs://BUCKET/PREFIX", ErrInvalidApp, s)
+	}
+	bucket, prefix, _ := strings.Cut(rest, "/")
+	prefix = strings.Trim(prefix, "/")
+	if bucket == "" {
+		return Location{}, fmt.Errorf("%w: bucket %q has no bucket name; use gs://BUCKET", ErrInvalidApp, s)
+	}
+	if err := ValidatePrefix(prefix); err != nil {
+		return Location{}, err
+	}
+	return Location{Bucket: bucket, Prefix: prefix}, nil
+}
+
+func (l Location) String() string {
+	if l.Prefix == "" {
+		return "gs://" + l.Bucket
+	}
+	return "gs://" + l.Bucket + "/" + l.Prefix
+}
+
+// Store reads and writes releases in one Location.
+type Store struct {
+	client  *storage.Client
+	bucket  *storage.BucketHandle
+	loc     Location
+	log     *slog.Logger
+	backoff gax.Backoff
+	retries atomic.Int64
+}
+
+// Option configures optional behaviour of a Store, mostly for tests.
+type Option func(*Store)
+
+// WithBackoff sets the back-off used on 429/503 and on contended writes.
+func WithBackoff(b gax.Backoff) Option { return func(s *Store) { s.backoff = b } }
+
+// New returns a Store for loc through client. The logger must not be nil.
+func New(client *storage.Client, loc Location, log *slog.Logger, opts ...Option) *Store {
+	s := &Store{
+		client:  client,
+		bucket:  client.Bucket(loc.Bucket),
+		loc:     loc,
+		log:     log,
+		backoff: gax.Backoff{Initial: 200 * time.Millisecond, Max: 10 * time.Second, Multiplier: 2},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Location returns where the store keeps its releases.
+func (s *Store) Location() Location { return s.loc }
+
+// Retries returns how many requests were retried after a 429, 5xx or network error.
+func (s *Store) Retries() int64 { return s.retries.Load() }
+
+func (s *Store) objectName(app string) string {
+	if s.loc.Prefix == "" {
+		return app + "/" + ObjectName
+	}
+	return s.loc.Prefix + "/" + app + "/" + ObjectName
+}
+
+// appOf returns the app for an object name, or false for an object that
+// isn't a release object under the prefix.
+func (s *Store) appOf(name string) (string, bool) {
+	rest := name
+	if s.loc.Prefix != "" {
+		var ok bool
+		if rest, ok = strings.CutPrefix(name, s.loc.Prefix+"/"); !ok {
+			return "", false
+		}
+	}
+	app, ok := strings.CutSuffix(rest, "/"+ObjectName)
+	if !ok || ValidateApp(app) != nil {
+		return "", false
+	}
+	return app, true
+}
+
+// object returns a handle whose idempotent calls back off with jitter on
+// 429, 5xx and network errors, counting each retry.
+func (s *Store) object(app string) *storage.ObjectHandle {
+	return s.bucket.Object(s.objectName(app)).Retryer(
+		storage.WithBackoff(s.backoff),
+		storage.WithPolicy(storage.RetryIdempotent),
+		storage.WithErrorFunc(func(err error) bool {
+			retry := storage.ShouldRetry(err)
+			if retry {
+				s.retries.Add(1)
+				s.log.Debug("retrying GCS request", "error", err)
+			}
+			return retry
+		}),
+	)
+}
+
+// Head returns the current release of app.
+func (s *Store) Head(ctx context.Context, app string) (Release, error) {
+	if err := ValidateApp(app); err != nil {
+		return Release{}, err
+	}
+	attrs, err := s.object(app).Attrs(ctx)
+	if err != nil {
+		return Release{}, fmt.Errorf("head of %s: %w", app, s.translate(ctx, err))
+	}
+	return s.release(app, attrs, true), nil
+}
+
+// Read returns the release ref names (the head when its generation is 0)
+// and its bytes, after checking them against the recorded digest.
+func (s *Store) Read(ctx context.Context, ref Ref) (Release, []byte, error) {
+	if err := ValidateApp(ref.App); err != nil {
+		return Release{}, nil, err
+	}
+	// Attributes first, then the bytes of exactly that generation: reading
+	// the head twice could pair one release's bytes with another's digest.
+	obj := s.object(ref.App)
+	if ref.Generation != 0 {
+		obj = obj.Generation(ref.Generation)
+	}
+	attrs, err := obj.Attrs(ctx)
+	if err != nil {
+		return Release{}, nil, fmt.Errorf("read %s: %w", ref, s.translate(ctx, err))
+	}
+	r, err := s.object(ref.App).Generation(attrs.Generation).NewReader(ctx)
+	if err != nil {
+		return Release{}, nil, fmt.Errorf("read %s: %w", ref, s.translate(ctx, err))
+	}
+	defer r.Close()
+	data, err := io.ReadAll(io.LimitReader(r, maxObjectBytes+1))
+	if err != nil {
+		return Release{}, nil, fmt.Errorf("read %s: %w", ref, s.translate(ctx, err))
+	}
+	if len(data) > maxObjectBytes {
+		return Release{}, nil, fmt.Errorf("read %s: %w: the object is larger than %d bytes, no release is", ref, ErrCorrupt, maxObjectBytes)
+	}
+	rel := s.release(ref.App, attrs, attrs.Deleted.IsZero())
+	if got := Digest(data); got != rel.Digest {
+		return rel, nil, fmt.Errorf("read %s: %w: the object holds %s but its %s says %q; it was written behind bucketops' back, publish it again", rel.Ref(), ErrCorrupt, got, metaDigest, rel.Digest)
+	}
+	return rel, data, nil
+}
+
+// HistoryOptions pages through an app's history, newest first.
+type HistoryOptions struct {
+	// Limit caps the number of releases returned; 0 means all.
+	Limit int
+	// Before returns only generations lower than this one (the previous
+	// page's last generation); 0 starts at the head.
+	Before int64
+}
+
+// History returns app's releases, newest first, including noncurrent
+// generations, the head and a deleted head's history.
+func (s *Store) History(ctx context.Context, app string, opts HistoryOptions) ([]Release, error) {
+	if err := ValidateApp(app); err != nil {
+		return nil, err
+	}
+	name := s.objectName(app)
+	var out []Release
+	it := s.bucket.Objects(ctx, &storage.Query{Prefix: name, Versions: true})
+	for {
+		attrs, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("history of %s: %w", app, s.translate(ctx, err))
+		}
+		if attrs.Name != name || (opts.Before != 0 && attrs.Generation >= opts.Before) {
+			continue
+		}
+		out = append(out, s.release(app, attrs, attrs.Deleted.IsZero()))
+	}
+	if len(out) == 0 && opts.Before == 0 {
+		return nil, fmt.Errorf("history of %s: %w: no release was ever published to %s/%s", app, ErrNotFound, s.loc.Bucket, name)
+	}
+	slices.SortFunc(out, func(a, b Release) int { return cmp.Compare(b.Generation, a.Generation) })
+	if opts.Limit > 0 && len(out) > opts.Limit {
+		out = out[:opts.Limit]
+	}
+	return out, nil
+}
+
+// List returns the head release of every app under prefix (a path of whole
+// segments, or empty for all), sorted by app.
+func (s *Store) List(ctx context.Context, prefix string) ([]Release, error) {
+	if err := ValidatePrefix(prefix); err != nil {
+		return nil, err
+	}
+	q := &storage.Query{}
+	parts := []string{}
+	if s.loc.Prefix != "" {
+		parts = append(parts, s.loc.Prefix)
+	}
+	if p := strings.Trim(prefix, "/"); p != "" {
+		parts = append(parts, p)
+	}
+	if len(parts) > 0 {
+		q.Prefix = strings.Join(parts, "/") + "/"
+	}
+	var out []Release
+	it := s.bucket.Objects(ctx, q)
+	for {
+		attrs, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", s.loc, s.translate(ctx, err))
+		}
+		if app, ok := s.appOf(attrs.Name); ok {
+			out = append(out, s.release(app, attrs, true))
+		}
+	}
+	return out, nil
+}
+
+// CheckBucket reports ErrBucket when the bucket doesn't exist or doesn't keep
+// noncurrent versions. Credentials that may not read the bucket's settings
+// (storage.buckets.get) are not an error: the check is then skipped.
+func (s *Store) CheckBucket(ctx context.Context) error {
+	attrs, err := s.bucket.Attrs(ctx)
+	switch {
+	case errors.Is(err, storage.ErrBucketNotExist):
+		return fmt.Errorf("%w: bucket %s does not exist; create it with: gcloud storage buckets create gs://%s --versioning", ErrBucket, s.loc.Bucket, s.loc.Bucket)
+	case httpStatus(err) == http.StatusForbidden || httpStatus(err) == http.StatusUnauthorized:
+		s.log.Debug("cannot read bucket settings, skipping the versioning check", "bucket", s.loc.Bucket, "error", err)
+		return nil
+	case err != nil:
+		return fmt.Errorf("bucket %s: %w", s.loc.Bucket, s.translate(ctx, err))
+	case !attrs.VersioningEnabled:
+		return fmt.Errorf("%w: bucket %s does not have Object Versioning on, so every publish would destroy the release before it; turn it on with: gcloud storage buckets update gs://%s --versioning", ErrBucket, s.loc.Bucket, s.loc.Bucket)
+	}
+	return nil
+}
+
+func (s *Store) release(app string, attrs *storage.ObjectAttrs, current bool) Release {
+	m := attrs.Metadata
+	r := Release{
+		App:        app,
+		Generation: attrs.Generation,
+		Time:       attrs.Created,
+		Source:     m[metaSource],
+		Author:     m[metaAuthor],
+		Message:    m[metaMessage],
+		Digest:     m[metaDigest],
+		Origin:     m[metaOrigin],
+		Kind:       m[metaKind],
+		Size:       attrs.Size,
+		Current:    current,
+	}
+	if r.Kind == "" {
+		r.Kind = KindRelease
+	}
+	// Metadata written by something else than bucketops may be garbage;
+	// show it as absent rather than failing the whole listing.
+	if v, err := strconv.ParseUint(m[metaSequence], 10, 64); err == nil {
+		r.Sequence = v
+	}
+	if v, err := strconv.Atoi(m[metaResources]); err == nil {
+		r.Resources = v
+	}
+	return r
+}
+
+// translate maps SDK errors to the package's sentinels, once.
+func (s *Store) translate(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, storage.ErrObjectNotExist):
+		return fmt.Errorf("%w in %s", ErrNotFound, s.loc)
+	case errors.Is(err, storage.ErrBucketNotExist):
+		return fmt.Errorf("%w: bucket %s does not exist", ErrBucket, s.loc.Bucket)
+	case httpStatus(err) == http.StatusPreconditionFailed:
+		return fmt.Errorf("%w: the head changed: %w", ErrConflict, err)
+	case httpStatus(err) == http.StatusNotFound:
+		return fmt.Errorf("%w in %s: %w", ErrNotFound, s.loc, err)
+	case httpStatus(err) == http.StatusForbidden || httpStatus(err) == http.StatusUnauthorized:
+		return fmt.Errorf("%w: access to %s denied, check the credentials (GOOGLE_APPLICATION_CREDENTIALS): %w", ErrBucket, s.loc, err)
+	case ctx.Err() != nil:
+		return fmt.Errorf("gave up: %w (last error: %w)", ctx.Err(), err)
+	}
+	return err
+}
+
+func httpStatus(err error) int {
+	var gerr *googleapi.Error
+	if errors.As(err, &gerr) {
+		return gerr.Code
+	}
+	return 0
+}
+
+// Digest returns "sha256:<hex>" of data, the form of bucketops-digest.
+func Digest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}

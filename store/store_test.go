@@ -1,0 +1,461 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bucketops/bucketops/store"
+)
+
+func manifest(app string, n int) []byte {
+	return fmt.Appendf(nil, "# Source: cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\ndata:\n  n: %q\n", strings.ReplaceAll(app, "/", "-"), fmt.Sprint(n))
+}
+
+func pub(app string, n int) store.Publication {
+	return store.Publication{Data: manifest(app, n), Sequence: uint64(n), Author: "ci@example", Source: fmt.Sprintf("commit-%d", n), Resources: 1}
+}
+
+func TestPublishManyWritersOnManyApps(t *testing.T) {
+	tb := newTestBucket(t, true)
+	s := tb.store(t, "")
+	const apps, releases = 32, 4
+	var wg sync.WaitGroup
+	errs := make(chan error, apps*releases)
+	for a := range apps {
+		wg.Go(func() {
+			app := fmt.Sprintf("team%d/app", a)
+			for n := 1; n <= releases; n++ {
+				if _, err := s.Publish(t.Context(), app, pub(app, n)); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("publish failed: %v", err)
+	}
+	for a := range apps {
+		app := fmt.Sprintf("team%d/app", a)
+		hist, err := s.History(t.Context(), app, store.HistoryOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hist) != releases || hist[0].Sequence != releases || !hist[0].Current {
+			t.Errorf("%s: history %d releases with head sequence %d, want %d with head %d", app, len(hist), hist[0].Sequence, releases, releases)
+		}
+	}
+}
+
+func TestPublishConcurrentWritersOnOneAppConvergeOnHighestSequence(t *testing.T) {
+	tb := newTestBucket(t, true)
+	s := tb.store(t, "")
+	const writers = 16
+	app := "prod/payments"
+	var accepted, stale atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for n := 1; n <= writers; n++ {
+		wg.Go(func() {
+			<-start
+			res, err := s.Publish(t.Context(), app, pub(app, n))
+			switch {
+			case errors.Is(err, store.ErrStale):
+				stale.Add(1)
+			case err != nil:
+				t.Errorf("writer %d: %v", n, err)
+			case res.Unchanged:
+				t.Errorf("writer %d: unchanged, but its bytes were unique", n)
+			default:
+				accepted.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	hist, err := s.History(t.Context(), app, store.HistoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hist[0].Sequence != writers {
+		t.Errorf("head has sequence %d, want the highest, %d", hist[0].Sequence, writers)
+	}
+	if int64(len(hist)) != accepted.Load() {
+		t.Errorf("history holds %d generations for %d accepted publishes", len(hist), accepted.Load())
+	}
+	if accepted.Load()+stale.Load() != writers {
+		t.Errorf("%d accepted + %d stale != %d writers", accepted.Load(), stale.Load(), writers)
+	}
+	// Newest first, every older generation has a lower sequence: no
+	// writer ever overwrote a newer release.
+	for i := 1; i < len(hist); i++ {
+		if hist[i].Sequence >= hist[i-1].Sequence {
+			t.Errorf("generation %d (sequence %d) was followed by %d (sequence %d): a stale overwrite",
+				hist[i].Generation, hist[i].Sequence, hist[i-1].Generation, hist[i-1].Sequence)
+		}
+	}
+	_, data, err := s.Read(t.Context(), store.Ref{App: app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(data, manifest(app, writers)) {
+		t.Errorf("head bytes are not those of the highest sequence:\n%s", data)
+	}
+}
+
+func TestPublishRepeatedIsUnchanged(t *testing.T) {
+	tb := newTestBucket(t, true)
+	s := tb.store(t, "")
+	first, err := s.Publish(t.Context(), "dev/api", pub("dev/api", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := tb.requests.Load()
+	again, err := s.Publish(t.Context(), "dev/api", pub("dev/api", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Unchanged || again.Generation != first.Generation {
+		t.Errorf("re-push: unchanged=%v generation %d, want unchanged at %d", again.Unchanged, again.Generation, first.Generation)
+	}
+	if n := tb.requests.Load() - before; n != 1 {
+		t.Errorf("a re-push made %d requests, want 1 (read the head)", n)
+	}
+	// A CI retry with a new build number but the same bytes is unchanged too.
+	p := pub("dev/api", 1)
+	p.Sequence = 7
+	if res, err := s.Publish(t.Context(), "dev/api", p); err != nil || !res.Unchanged {
+		t.Errorf("same bytes, new sequence: %+v, %v; want unchanged", res, err)
+	}
+	hist, _ := s.History(t.Context(), "dev/api", store.HistoryOptions{})
+	if len(hist) != 1 {
+		t.Errorf("history has %d generations, want 1", len(hist))
+	}
+}
+
+func TestPublishRefusesStaleAndConflictingSequences(t *testing.T) {
+	tb := newTestBucket(t, true)
+	s := tb.store(t, "")
+	app := "prod/web"
+	head, err := s.Publish(t.Context(), app, pub(app, 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Publish(t.Context(), app, pub(app, 3)); !errors.Is(err, store.ErrStale) {
+		t.Errorf("an older sequence: %v, want ErrStale", err)
+	} else if !strings.Contains(err.Error(), "sequence 5") {
+		t.Errorf("the stale error doesn't name the head's sequence: %v", err)
+	}
+	same := pub(app, 6)
+	same.Sequence = 5
+	if _, err := s.Publish(t.Context(), app, same); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("the same sequence with other bytes: %v, want ErrConflict", err)
+	}
+	now, err := s.Head(t.Context(), app)
+	if err != nil || now.Generation != head.Generation {
+		t.Errorf("head moved to %d (%v) after refused publishes, want %d", now.Generation, err, head.Generation)
+	}
+	// Without a sequence no order is known: the write goes through.
+	unordered := pub(app, 9)
+	unordered.Sequence = 0
+	if _, err := s.Publish(t.Context(), app, unordered); err != nil {
+		t.Errorf("a release without sequence: %v", err)
+	}
+}
+
+func TestPublishStrictMode(t *testing.T) {
+	tb := newTestBucket(t, true)
+	s := tb.store(t, "")
+	app := "prod/db"
+	zero := int64(0)
+	p := pub(app, 1)
+	p.IfGeneration = &zero
+	first, err := s.Publish(t.Context(), app, p)
+	if err != nil {
+		t.Fatalf("strict create of a new app: %v", err)
+	}
+	p = pub(app, 2)
+	p.IfGeneration = &zero
+	if _, err := s.Publish(t.Context(), app, p); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("strict create over an existing app: %v, want ErrConflict", err)
+	}
+	wrong := first.Generation - 1
+	p.IfGeneration = &wrong
+	before := tb.requests.Load()
+	if _, err := s.Publish(t.Context(), app, p); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("strict write on a wrong generation: %v, want ErrConflict", err)
+	} else if !strings.Contains(err.Error(), first.Ref().String()) {
+		t.Errorf("the conflict doesn't name the head %s: %v", first.Ref(), err)
+	}
+	if n := tb.requests.Load() - before; n > 2 {
+		t.Errorf("strict mode made %d requests, want one attempt (at most 2 requests)", n)
+	}
+	p.IfGeneration = &first.Generation
+	second, err := s.Publish(t.Context(), app, p)
+	if err != nil || second.Generation <= first.Generation {
+		t.Errorf("strict write on the head's generation: %+v, %v", second, err)
+	}
+}
+
+func TestPromoteAndRollbackRecordOrigin(t *testing.T) {
+	tb := newTestBucket(t, true)
+	s := tb.store(t, "")
+	v1, err := s.Publish(t.Context(), "staging/api", pub("staging/api", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Publish(t.Context(), "staging/api", pub("staging/api", 2)); err != nil {
+		t.Fatal(err)
+	}
+	promoted, err := s.Copy(t.Context(), store.Ref{App: "staging/api", Generation: v1.Generation}, "prod/api", store.Publication{Author: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if promoted.Origin != v1.Ref().String() || promoted.Source != "commit-1" || promoted.Author != "alice" || promoted.Resources != 1 {
+		t.Errorf("promoted release: %+v; want origin %s, source commit-1, author alice", promoted.Release, v1.Ref())
+	}
+	_, data, err := s.Read(t.Context(), store.Ref{App: "prod/api"})
+	if err != nil || !bytes.Equal(data, manifest("staging/api", 1)) {
+		t.Errorf("prod/api holds %q (%v), want staging/api@%d's bytes", data, err, v1.Generation)
+	}
+
+	// Roll staging back to its first release.
+	back, err := s.Copy(t.Context(), store.Ref{App: "staging/api", Generation: v1.Generation}, "staging/api", store.Publication{Message: "rollback"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Origin != v1.Ref().String() || back.Generation <= v1.Generation {
+		t.Errorf("rollback: %+v", back.Release)
+	}
+	hist, _ := s.History(t.Context(), "staging/api", store.HistoryOptions{})
+	if len(hist) != 3 || hist[0].Digest != v1.Digest {
+		t.Errorf("after rollback the history has %d releases and head digest %s, want 3 and %s", len(hist), hist[0].Digest, v1.Digest)
+	}
+	if _, err := s.Copy(t.Context(), store.Ref{App: "staging/api", Generation: 42}, "prod/api", store.Publication{}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("copy of an unknown generation: %v, want ErrNotFound", err)
+	}
+}
+
+func TestRetirePublishesTombstone(t *testing.T) {
+	tb := newTestBucket(t, true)
+	s := tb.store(t, "")
+	if _, err := s.Publish(t.Context(), "dev/old", pub("dev/old", 1)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Retire(t.Context(), "dev/old", store.Publication{Author: "bob", Message: "decommissioned"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Kind != store.KindTombstone || res.Size != 0 {
+		t.Errorf("retire: %+v, want an empty tombstone", res.Release)
+	}
+	rel, data, err := s.Read(t.Context(), store.Ref{App: "dev/old"})
+	if err != nil || len(data) != 0 || rel.Kind != store.KindTombstone {
+		t.Errorf("read after retire: %+v %q %v", rel, data, err)
+	}
+	again, err := s.Retire(t.Context(), "dev/old", store.Publication{})
+	if err != nil || !again.Unchanged {
+		t.Errorf("retiring twice: %+v %v, want unchanged", again, err)
+	}
+	if _, err := s.Copy(t.Context(), store.Ref{App: "dev/old"}, "prod/old", store.Publication{}); err == nil {
+		t.Error("promoting a tombstone succeeded")
+	}
+	if _, err := s.Publish(t.Context(), "dev/empty", store.Publication{}); err == nil {
+		t.Error("an empty release was published; only a tombstone may be empty")
+	}
+}
+
+func TestHistoryPagesNewestFirst(t *testing.T) {
+	tb := newTestBucket(t, true)
+	s := tb.store(t, "teams")
+	var gens []int64
+	for n := 1; n <= 25; n++ {
+		res, err := s.Publish(t.Context(), "prod/api", pub("prod/api", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gens = append(gens, res.Generation)
+	}
+	// A neighbour whose name shares the prefix must not leak into the history.
+	if _, err := s.Publish(t.Context(), "prod/api2", pub("prod/api2", 1)); err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	var before int64
+	for page := 0; ; page++ {
+		rs, err := s.History(t.Context(), "prod/api", store.HistoryOptions{Limit: 10, Before: before})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) == 0 {
+			break
+		}
+		if page > 3 {
+			t.Fatal("paging never ends")
+		}
+		for _, r := range rs {
+			got = append(got, r.Generation)
+		}
+		before = rs[len(rs)-1].Generation
+	}
+	if len(got) != len(gens) {
+		t.Fatalf("paged history has %d releases, want %d", len(got), len(gens))
+	}
+	for i := range got {
+		if want := gens[len(gens)-1-i]; got[i] != want {
+			t.Fatalf("release %d of the history is generation %d, want %d (newest first)", i, got[i], want)
+		}
+	}
+	if _, err := s.History(t.Context(), "prod/none", store.HistoryOptions{}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("history of an unknown app: %v, want ErrNotFound", err)
+	}
+}
+
+func TestReadByGenerationAndDigest(t *testing.T) {
+	tb := newTestBucket(t, true)
+	s := tb.store(t, "")
+	app := "prod/pay"
+	v1, _ := s.Publish(t.Context(), app, pub(app, 1))
+	if _, err := s.Publish(t.Context(), app, pub(app, 2)); err != nil {
+		t.Fatal(err)
+	}
+	rel, data, err := s.Read(t.Context(), v1.Ref())
+	if err != nil || !bytes.Equal(data, manifest(app, 1)) || rel.Current || rel.Sequence != 1 {
+		t.Errorf("read %s: %+v %q %v; want the first bytes, noncurrent", v1.Ref(), rel, data, err)
+	}
+	if _, _, err := s.Read(t.Context(), store.Ref{App: app, Generation: 1}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("read of a generation that never existed: %v, want ErrNotFound", err)
+	}
+	if _, _, err := s.Read(t.Context(), store.Ref{App: "prod/missing"}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("read of an unknown app: %v, want ErrNotFound", err)
+	}
+
+	// Someone overwrites the object with other bytes, keeping the metadata.
+	w := tb.client.Bucket(bucketName).Object(app + "/manifests.yaml").NewWriter(t.Context())
+	w.Metadata = map[string]string{"bucketops-digest": v1.Digest}
+	w.Write([]byte("kind: Evil\n"))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Read(t.Context(), store.Ref{App: app}); !errors.Is(err, store.ErrCorrupt) {
+		t.Errorf("read of bytes that don't match their digest: %v, want ErrCorrupt", err)
+	}
+}
+
+func TestPublishBacksOffOnTooManyRequests(t *testing.T) {
+	tb := newTestBucket(t, true)
+	s := tb.store(t, "")
+	var throttled atomic.Int64
+	tb.setIntercept(func(w http.ResponseWriter, r *http.Request) bool {
+		if throttled.Add(1) > 4 {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		fmt.Fprint(w, `{"error":{"code":429,"message":"The object exceeded the rate limit for object mutation operations"}}`)
+		return true
+	})
+	res, err := s.Publish(t.Context(), "prod/hot", pub("prod/hot", 1))
+	if err != nil {
+		t.Fatalf("publish through 429s: %v", err)
+	}
+	if s.Retries() < 4 {
+		t.Errorf("%d retries counted for 4 throttled requests", s.Retries())
+	}
+	hist, err := s.History(t.Context(), "prod/hot", store.HistoryOptions{})
+	if err != nil || len(hist) != 1 || hist[0].Generation != res.Generation {
+		t.Errorf("history after a throttled publish: %+v %v, want exactly the one release", hist, err)
+	}
+
+	// Throttled for good: the publish gives up when its context ends, with a
+	// message that says so.
+	tb.setIntercept(func(w http.ResponseWriter, r *http.Request) bool {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return true
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := s.Publish(ctx, "prod/hot", pub("prod/hot", 2)); err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("publish against a bucket that only answers 503: %v, want a deadline error", err)
+	}
+}
+
+func TestBucketChecks(t *testing.T) {
+	t.Run("an unversioned bucket is refused before anything is written", func(t *testing.T) {
+		tb := newTestBucket(t, false)
+		s := tb.store(t, "")
+		_, err := s.Publish(t.Context(), "prod/api", pub("prod/api", 1))
+		if !errors.Is(err, store.ErrBucket) || !strings.Contains(err.Error(), "--versioning") {
+			t.Errorf("publish to an unversioned bucket: %v, want ErrBucket telling how to turn versioning on", err)
+		}
+		objs, _, _ := tb.server.ListObjects(bucketName, "", "", true)
+		if len(objs) != 0 {
+			t.Errorf("%d objects written to an unversioned bucket", len(objs))
+		}
+	})
+	t.Run("a missing bucket is named", func(t *testing.T) {
+		tb := newTestBucket(t, true)
+		s := store.New(tb.client, store.Location{Bucket: "nope"}, slog.New(slog.DiscardHandler))
+		_, err := s.Publish(t.Context(), "prod/api", pub("prod/api", 1))
+		if !errors.Is(err, store.ErrBucket) || !strings.Contains(err.Error(), "nope") {
+			t.Errorf("publish to a missing bucket: %v, want ErrBucket naming it", err)
+		}
+	})
+	t.Run("invalid app names make no request", func(t *testing.T) {
+		tb := newTestBucket(t, true)
+		s := tb.store(t, "")
+		for _, app := range []string{"../x", "Prod", "a//b", "/a", "a/", "", strings.Repeat("a", 513), "a/../b", "a..b", "a b", "prod/%2e%2e"} {
+			if _, err := s.Publish(t.Context(), app, pub("x", 1)); !errors.Is(err, store.ErrInvalidApp) {
+				t.Errorf("publish to %q: %v, want ErrInvalidApp", app, err)
+			}
+		}
+		if n := tb.requests.Load(); n != 0 {
+			t.Errorf("%d requests made for invalid names", n)
+		}
+	})
+}
+
+func TestListAppsUnderPrefix(t *testing.T) {
+	tb := newTestBucket(t, true)
+	s := tb.store(t, "clusters/eu")
+	for _, app := range []string{"prod/api", "prod/web", "dev/api"} {
+		if _, err := s.Publish(t.Context(), app, pub(app, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Objects that aren't releases are not apps.
+	w := tb.client.Bucket(bucketName).Object("clusters/eu/prod/notes.txt").NewWriter(t.Context())
+	w.Write([]byte("hi"))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.client.Bucket(bucketName).Object("other/prod/x/manifests.yaml").NewWriter(t.Context()).Close(); err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.List(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range all {
+		names = append(names, r.App)
+	}
+	if got := strings.Join(names, ","); got != "dev/api,prod/api,prod/web" {
+		t.Errorf("apps: %s", got)
+	}
+	prod, err := s.List(t.Context(), "prod")
+	if err != nil || len(prod) != 2 {
+		t.Errorf("apps under prod: %+v %v", prod, err)
+	}
+}
