@@ -30,7 +30,7 @@ type testBucket struct {
 
 const bucketName = "releases"
 
-func newTestBucket(t *testing.T, versioned bool) *testBucket {
+func newTestBucket(t testing.TB, versioned bool) *testBucket {
 	t.Helper()
 	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{NoListener: true, Writer: io.Discard})
 	if err != nil {
@@ -61,7 +61,7 @@ func newTestBucket(t *testing.T, versioned bool) *testBucket {
 	return tb
 }
 
-func (tb *testBucket) store(t *testing.T, prefix string) *store.Store {
+func (tb *testBucket) store(t testing.TB, prefix string) *store.Store {
 	t.Helper()
 	return store.New(tb.client, store.Location{Bucket: bucketName, Prefix: prefix}, slog.New(slog.DiscardHandler),
 		store.WithBackoff(gax.Backoff{Initial: 5 * time.Millisecond, Max: 50 * time.Millisecond, Multiplier: 2}))
