@@ -1,0 +1,36 @@
+# bucketops: make build | run | test | lint | bench
+export GOTOOLCHAIN := local
+GO      ?= go
+BIN     ?= bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+# make run DATA=.bucketops-data keeps the local bucket across restarts.
+DATA    ?=
+LISTEN  ?= 127.0.0.1:8080
+
+.PHONY: build run test lint bench fuzz clean
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/bucketops ./cmd/bucketops-bridge
+
+# The bridge in local mode with the apps under examples/ published.
+run: build
+	$(BIN)/bucketops-bridge --listen $(LISTEN) --seed examples $(if $(DATA),--data $(DATA))
+
+test:
+	$(GO) test -race -count=1 ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+# Reports requests and wall time per publish; see docs/benchmarks.md.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./store/ | tee $(BIN)/bench.txt
+
+FUZZTIME ?= 60s
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzAssemble -fuzztime $(FUZZTIME) ./render/
+
+clean:
+	rm -rf $(BIN)
