@@ -6,7 +6,9 @@ toolchain go1.26.8
 
 require (
 	cloud.google.com/go/storage v1.71.0
+	github.com/aymanbagabas/go-udiff v0.4.2
 	github.com/fsouza/fake-gcs-server v1.56.1
+	github.com/googleapis/gax-go/v2 v2.27.0
 	github.com/spf13/cobra v1.10.2
 	google.golang.org/api v0.312.0
 	gopkg.in/yaml.v3 v3.0.1
@@ -35,7 +37,6 @@ require (
 	github.com/google/s2a-go v0.1.11 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/googleapis/enterprise-certificate-proxy v0.3.25 // indirect
-	github.com/googleapis/gax-go/v2 v2.27.0 // indirect
 	github.com/gorilla/handlers v1.5.2 // indirect
 	github.com/gorilla/mux v1.8.1 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect

@@ -82,13 +82,13 @@ type Release struct {
 	App        string    `json:"app"`
 	Generation int64     `json:"generation"`
 	Time       time.Time `json:"time"`
-	Sequence   uint64    `json:"sequence,omitempty"`
-	Source     string    `json:"source,omitempty"`
-	Author     string    `json:"author,omitempty"`
-	Message    string    `json:"message,omitempty"`
+	Sequence   uint64    `json:"sequence"`
+	Source     string    `json:"source"`
+	Author     string    `json:"author"`
+	Message    string    `json:"message"`
 	Digest     string    `json:"digest"`
 	Resources  int       `json:"resources"`
-	Origin     string    `json:"origin,omitempty"`
+	Origin     string    `json:"origin"`
 	Kind       string    `json:"kind"`
 	Size       int64     `json:"size"`
 	// Current is true for the head, false for a noncurrent generation.
