@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var binDir string
+
+// TestMain builds the two real binaries once: local mode is tested as a user
+// runs it, a bridge process and the CLI talking to it through the printed
+// environment.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "bucketops-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	build := exec.Command("go", "build", "-o", dir+"/", "github.com/bucketops/bucketops/cmd/bucketops", "github.com/bucketops/bucketops/cmd/bucketops-bridge")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type bridge struct {
+	cmd    *exec.Cmd
+	env    []string // the export lines, as KEY=VALUE
+	url    string
+	stderr *bytes.Buffer
+	done   chan error
+}
+
+// startBridge starts bucketops-bridge and waits for its export lines.
+func startBridge(t *testing.T, args ...string) *bridge {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "bucketops-bridge"), append([]string{"--listen", "127.0.0.1:0"}, args...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bridge{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	cmd.Stderr = b.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { b.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		// Stopped by PID whatever happened in the test.
+		cmd.Process.Kill()
+		<-b.done
+		b.done <- nil
+		if t.Failed() {
+			t.Logf("bridge stderr:\n%s", b.stderr)
+		}
+	})
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("bridge exited before printing its environment: %s", b.stderr)
+			}
+			if kv, ok := strings.CutPrefix(line, "export "); ok {
+				b.env = append(b.env, kv)
+			}
+			if rest, ok := strings.CutPrefix(line, "# bridge: "); ok {
+				b.url, _, _ = strings.Cut(rest, " ")
+				go func() {
+					for range lines {
+					}
+				}()
+				return b
+			}
+		case <-timeout:
+			t.Fatalf("no environment printed within 30s: %s", b.stderr)
+		}
+	}
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (b *bridge) stop(t *testing.T) {
+	t.Helper()
+	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-b.done:
+		if err != nil {
+			t.Fatalf("bridge exited with %v after SIGTERM: %s", err, b.stderr)
+		}
+		b.done <- nil
+	case <-time.After(20 * time.Second):
+		t.Fatal("bridge did not stop within 20s of SIGTERM")
+	}
+}
+
+func (b *bridge) bucketops(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "bucketops"), args...)
+	cmd.Env = append(os.Environ(), b.env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bucketops %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
+}
+
+type logEntry struct {
+	Generation int64  `json:"generation"`
+	Digest     string `json:"digest"`
+	Sequence   uint64 `json:"sequence"`
+}
+
+func (b *bridge) log(t *testing.T, app string) []logEntry {
+	t.Helper()
+	var entries []logEntry
+	if err := json.Unmarshal([]byte(b.bucketops(t, "", "log", app, "-o", "json")), &entries); err != nil {
+		t.Fatal(err)
+	}
+	return entries
+}
+
+func configMap(value string) string {
+	return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  value: \"" + value + "\"\n"
+}
+
+func TestLocalModeKeepsHistoryAcrossRestarts(t *testing.T) {
+	data := t.TempDir()
+	b := startBridge(t, "--data", data)
+	if len(b.env) != 2 || !strings.HasPrefix(b.env[0], "BUCKETOPS_BUCKET=gs://") || !strings.HasPrefix(b.env[1], "STORAGE_EMULATOR_HOST=127.0.0.1:") {
+		t.Fatalf("printed environment: %q", b.env)
+	}
+	resp, err := http.Get(b.url + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "ok\n" {
+		t.Errorf("/healthz: %d %q", resp.StatusCode, body)
+	}
+
+	b.bucketops(t, configMap("1"), "push", "prod/payments", "-", "--sequence", "1")
+	b.bucketops(t, configMap("2"), "push", "prod/payments", "-", "--sequence", "2")
+	before := b.log(t, "prod/payments")
+	if len(before) != 2 {
+		t.Fatalf("history before restart: %+v", before)
+	}
+	b.stop(t)
+
+	b = startBridge(t, "--data", data)
+	after := b.log(t, "prod/payments")
+	if fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("history after restart:\n%+v\nwant:\n%+v", after, before)
+	}
+	if got := b.bucketops(t, "", "show", "prod/payments@"+fmt.Sprint(before[1].Generation), "--raw"); !strings.Contains(got, `value: "1"`) {
+		t.Errorf("first release after restart: %q", got)
+	}
+	b.bucketops(t, configMap("3"), "push", "prod/payments", "-", "--sequence", "3")
+	if third := b.log(t, "prod/payments"); len(third) != 3 || third[0].Generation <= before[0].Generation {
+		t.Errorf("a publish after restart: %+v", third)
+	}
+	b.stop(t)
+}
+
+func TestLocalModeSeedsExamplesOnce(t *testing.T) {
+	data := t.TempDir()
+	examples, err := filepath.Abs("../../examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := startBridge(t, "--data", data, "--seed", examples)
+	var apps []struct {
+		App string `json:"app"`
+	}
+	if err := json.Unmarshal([]byte(b.bucketops(t, "", "ls", "-o", "json")), &apps); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(apps) != "[{dev/guestbook} {dev/payments} {prod/guestbook}]" {
+		t.Errorf("seeded apps: %v", apps)
+	}
+	b.stop(t)
+	// Seeding again is idempotent: no new generation.
+	b = startBridge(t, "--data", data, "--seed", examples)
+	if h := b.log(t, "dev/guestbook"); len(h) != 1 {
+		t.Errorf("dev/guestbook has %d releases after seeding twice, want 1", len(h))
+	}
+}
+
+func TestBadFlagsAreUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"--listen", "nonsense"},
+		{"--bucket", "s3://x"},
+		{"--bucket", "gs://b", "--data", "/tmp/x"},
+		{"--log-level", "loud"},
+		{"extra"},
+	} {
+		err := run(t.Context(), args, io.Discard, io.Discard)
+		var usage usageError
+		if !errors.As(err, &usage) {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+	}
+}

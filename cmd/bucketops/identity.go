@@ -1,0 +1,118 @@
+package main
+
+import (
+	"os"
+	"os/user"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bucketops/bucketops/store"
+)
+
+// ciIdentity names who runs this command from the usual CI variables, else
+// user@host: the default bucketops-author.
+func ciIdentity(getenv func(string) string) string {
+	join := func(who, where string) string {
+		switch {
+		case who == "":
+			return where
+		case where == "":
+			return who
+		}
+		return who + " (" + where + ")"
+	}
+	switch {
+	case getenv("GITHUB_ACTIONS") == "true":
+		return join(getenv("GITHUB_ACTOR"), "github-actions "+getenv("GITHUB_REPOSITORY"))
+	case getenv("GITLAB_CI") == "true":
+		return join(getenv("GITLAB_USER_LOGIN"), "gitlab-ci "+getenv("CI_PROJECT_PATH"))
+	case getenv("BUILDKITE") == "true":
+		return join(getenv("BUILDKITE_BUILD_CREATOR_EMAIL"), "buildkite "+getenv("BUILDKITE_PIPELINE_SLUG"))
+	case getenv("CIRCLECI") == "true":
+		return join(getenv("CIRCLE_USERNAME"), "circleci "+getenv("CIRCLE_PROJECT_REPONAME"))
+	case getenv("JENKINS_URL") != "":
+		return join(getenv("BUILD_USER_ID"), "jenkins "+getenv("JOB_NAME"))
+	case getenv("BUILD_ID") != "" && getenv("PROJECT_ID") != "":
+		return "cloud-build " + getenv("PROJECT_ID")
+	}
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return name + "@" + host
+}
+
+// ciSource names the commit being deployed from the usual CI variables.
+func ciSource(getenv func(string) string) string {
+	for _, pair := range [][2]string{
+		{"GITHUB_REPOSITORY", "GITHUB_SHA"},
+		{"CI_PROJECT_PATH", "CI_COMMIT_SHA"},
+		{"BUILDKITE_REPO", "BUILDKITE_COMMIT"},
+		{"CIRCLE_PROJECT_REPONAME", "CIRCLE_SHA1"},
+		{"GIT_URL", "GIT_COMMIT"},
+	} {
+		if sha := getenv(pair[1]); sha != "" {
+			if repo := getenv(pair[0]); repo != "" {
+				return repo + "@" + sha
+			}
+			return sha
+		}
+	}
+	return ""
+}
+
+// publishFlags are the flags of every verb that writes a release.
+type publishFlags struct {
+	sequence     uint64
+	source       string
+	author       string
+	message      string
+	ifGeneration int64
+	timeout      time.Duration
+}
+
+func (f *publishFlags) register(cmd *cobra.Command, withSource bool) {
+	fs := cmd.Flags()
+	fs.Uint64Var(&f.sequence, "sequence", 0, "ordering number of this release (CI build number, commit time); a higher one already published makes this one stale (exit 4)")
+	if withSource {
+		fs.StringVar(&f.source, "source", "", "what the release was built from (default: the commit from the CI variables)")
+	}
+	fs.StringVar(&f.author, "author", "", "who publishes (default: the CI identity from the CI variables, else user@host)")
+	fs.StringVarP(&f.message, "message", "m", "", "free text recorded with the release")
+	fs.Int64Var(&f.ifGeneration, "if-generation", -1, "strict mode: write only if the head is this generation (0: only if the app has no release); one attempt, otherwise exit 3")
+	fs.DurationVar(&f.timeout, "timeout", 2*time.Minute, "give up retrying after this long (exit 1)")
+}
+
+func (f *publishFlags) publication(cmd *cobra.Command, e *env) store.Publication {
+	p := store.Publication{
+		Sequence: f.sequence,
+		Source:   strings.TrimSpace(f.source),
+		Author:   strings.TrimSpace(f.author),
+		Message:  f.message,
+	}
+	if p.Author == "" {
+		p.Author = ciIdentity(e.getenv)
+	}
+	if p.Source == "" && cmd.Flags().Lookup("source") != nil {
+		p.Source = ciSource(e.getenv)
+	}
+	if cmd.Flags().Changed("if-generation") {
+		g := f.ifGeneration
+		p.IfGeneration = &g
+	}
+	return p
+}
+
+func (f *publishFlags) validate() error {
+	if f.ifGeneration < -1 {
+		return usagef("--if-generation %d: a generation is 0 (no release yet) or positive", f.ifGeneration)
+	}
+	// GCS caps an object's custom metadata at 8 KiB in all.
+	if n := len(f.message) + len(f.source) + len(f.author); n > 6<<10 {
+		return usagef("--message, --source and --author add up to %d bytes, the limit is %d: keep long notes in the source they link to", n, 6<<10)
+	}
+	return nil
+}

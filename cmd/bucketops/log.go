@@ -1,0 +1,97 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bucketops/bucketops/store"
+)
+
+func newLog(e *env) *cobra.Command {
+	var opts store.HistoryOptions
+	cmd := &cobra.Command{
+		Use:   "log APP",
+		Short: "Show an app's releases, newest first",
+		Long: `log lists the generations of APP's object, newest first: when each was
+published, by whom, from what, with which sequence and digest. Page with
+--limit and --before (the last generation of the previous page).`,
+		Example: `  bucketops log prod/payments --limit 20
+  bucketops log prod/payments -o json | jq '.[0].generation'`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if err := store.ValidateApp(a[0]); err != nil {
+				return err
+			}
+			if opts.Limit < 0 || opts.Before < 0 {
+				return usagef("--limit and --before must not be negative")
+			}
+			s, closeStore, err := e.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeStore()
+			rels, err := s.History(cmd.Context(), a[0], opts)
+			if err != nil {
+				return err
+			}
+			if e.json() {
+				if rels == nil {
+					rels = []store.Release{}
+				}
+				return e.printJSON(rels)
+			}
+			return e.printReleases(rels, false)
+		},
+	}
+	cmd.Flags().IntVar(&opts.Limit, "limit", 0, "show at most this many releases (0: all)")
+	cmd.Flags().Int64Var(&opts.Before, "before", 0, "show only generations older than this one")
+	return cmd
+}
+
+// printReleases writes a table of releases; withApp adds the app column (ls).
+func (e *env) printReleases(rels []store.Release, withApp bool) error {
+	tw := e.table()
+	if withApp {
+		fmt.Fprint(tw, "APP\t")
+	}
+	fmt.Fprintln(tw, "GENERATION\tTIME\tSEQUENCE\tKIND\tRESOURCES\tAUTHOR\tSOURCE\tDIGEST\tMESSAGE")
+	for _, r := range rels {
+		if withApp {
+			fmt.Fprintf(tw, "%s\t", r.App)
+		}
+		seq := "-"
+		if r.Sequence != 0 {
+			seq = fmt.Sprint(r.Sequence)
+		}
+		kind := r.Kind
+		if r.Current {
+			kind += " (head)"
+		}
+		msg := r.Message
+		if r.Origin != "" {
+			msg = "[from " + r.Origin + "] " + msg
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Generation, formatTime(r.Time), seq, kind,
+			r.Resources, orDash(r.Author), orDash(r.Source), shortDigest(r.Digest), oneLine(msg))
+	}
+	return tw.Flush()
+}
+
+// oneLine keeps a table row on one line whatever the message holds.
+func oneLine(s string) string {
+	out := []rune{}
+	for _, r := range s {
+		if r == '\n' || r == '\r' || r == '\t' {
+			r = ' '
+		}
+		out = append(out, r)
+		if len(out) >= 60 {
+			return string(out) + "…"
+		}
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return string(out)
+}

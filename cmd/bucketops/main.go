@@ -1,0 +1,33 @@
+// Command bucketops publishes Kubernetes manifests as releases in a versioned
+// GCS bucket, shows their history, and is the Argo CD plugin's generate
+// command.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bucketops:", err)
+	}
+	os.Exit(exitCode(err))
+}
+
+// run executes one command line; main is the only caller that exits.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	root := newRoot(&env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv})
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	return root.ExecuteContext(ctx)
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"text/tabwriter"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"github.com/spf13/cobra"
+
+	"github.com/bucketops/bucketops/render"
+	"github.com/bucketops/bucketops/store"
+)
+
+// Exit codes, part of the CLI's contract (docs/cli.md).
+const (
+	exitOK       = 0
+	exitFailure  = 1
+	exitInvalid  = 2
+	exitConflict = 3
+	exitStale    = 4
+	exitDeploy   = 5
+)
+
+// usageError marks a command line the user has to fix.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+func exitCode(err error) int {
+	var usage usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &usage), errors.Is(err, store.ErrInvalidApp), errors.Is(err, render.ErrInvalid), errors.Is(err, store.ErrBucket):
+		return exitInvalid
+	case errors.Is(err, store.ErrStale):
+		return exitStale
+	case errors.Is(err, store.ErrConflict):
+		return exitConflict
+	}
+	return exitFailure
+}
+
+// env is what a command may touch of the process: streams and environment.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+
+	bucket  string
+	output  string
+	verbose bool
+}
+
+func newRoot(e *env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "bucketops",
+		Short: "Publish Kubernetes manifests to a versioned GCS bucket and browse their history",
+		Long: `bucketops publishes rendered Kubernetes manifests as releases: each release is a new
+generation of one object per app in a versioned Google Cloud Storage bucket,
+written with generation preconditions so concurrent pipelines never lose an
+update and an older pipeline never overwrites a newer one.
+
+The bucket comes from --bucket gs://BUCKET[/PREFIX] or BUCKETOPS_BUCKET.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if e.output != "text" && e.output != "json" {
+				return usagef("-o %q: use text or json", e.output)
+			}
+			return nil
+		},
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	pf := root.PersistentFlags()
+	pf.StringVar(&e.bucket, "bucket", "", "the bucket, gs://BUCKET[/PREFIX] (default $BUCKETOPS_BUCKET)")
+	pf.StringVarP(&e.output, "output", "o", "text", "output format: text or json")
+	pf.BoolVarP(&e.verbose, "verbose", "v", false, "log requests and retries to stderr")
+	root.AddCommand(
+		newPush(e), newLog(e), newShow(e), newDiff(e), newPromote(e), newRollback(e),
+		newRetire(e), newLs(e), newVersion(e),
+	)
+	return root
+}
+
+// args wraps a cobra argument check so a wrong count is a usage error.
+func args(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, a []string) error {
+		if err := check(cmd, a); err != nil {
+			return usageError{fmt.Errorf("%w; usage: %s", err, cmd.UseLine())}
+		}
+		return nil
+	}
+}
+
+func (e *env) logger() *slog.Logger {
+	if !e.verbose {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// location resolves the bucket without making a request.
+func (e *env) location() (store.Location, error) {
+	b := e.bucket
+	if b == "" {
+		b = e.getenv("BUCKETOPS_BUCKET")
+	}
+	if b == "" {
+		return store.Location{}, usagef("no bucket: pass --bucket gs://BUCKET[/PREFIX] or set BUCKETOPS_BUCKET")
+	}
+	return store.ParseLocation(b)
+}
+
+// openStore connects to the bucket. Validate everything else first: a bad
+// command line must not cost a request.
+func (e *env) openStore(ctx context.Context) (*store.Store, func(), error) {
+	loc, err := e.location()
+	if err != nil {
+		return nil, nil, err
+	}
+	// JSON reads work against GCS and against the emulator alike
+	// (STORAGE_EMULATOR_HOST), which serves the XML API only on its public host.
+	client, err := storage.NewClient(ctx, storage.WithJSONReads())
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to GCS: %w", err)
+	}
+	return store.New(client, loc, e.logger()), func() { client.Close() }, nil
+}
+
+func (e *env) json() bool { return e.output == "json" }
+
+func (e *env) printJSON(v any) error {
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func (e *env) table() *tabwriter.Writer {
+	return tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+}
+
+// withTimeout bounds a command's requests; 0 means no bound beyond ctx.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+func shortDigest(d string) string {
+	if len(d) > 19 {
+		return d[:19]
+	}
+	return d
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bucketops/bucketops/store"
+)
+
+func newShow(e *env) *cobra.Command {
+	var raw bool
+	cmd := &cobra.Command{
+		Use:   "show APP[@GENERATION]",
+		Short: "Show a release: its record and its manifests",
+		Long: `show prints a release's record (who, when, from what) and its manifests, after
+checking the bytes against their recorded digest. SOPS-encrypted documents are
+shown as stored, encrypted. Without @GENERATION it shows the head.`,
+		Example: `  bucketops show prod/payments
+  bucketops show prod/payments@1733150000000000 --raw > release.yaml`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ref, err := store.ParseRef(a[0])
+			if err != nil {
+				return err
+			}
+			s, closeStore, err := e.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeStore()
+			rel, data, err := s.Read(cmd.Context(), ref)
+			if err != nil {
+				return err
+			}
+			switch {
+			case raw:
+				_, err = e.stdout.Write(data)
+				return err
+			case e.json():
+				return e.printJSON(struct {
+					store.Release
+					Manifests string `json:"manifests"`
+				}{rel, string(data)})
+			}
+			tw := e.table()
+			seq := "-"
+			if rel.Sequence != 0 {
+				seq = fmt.Sprint(rel.Sequence)
+			}
+			for _, row := range [][2]string{
+				{"release", rel.Ref().String()},
+				{"kind", rel.Kind},
+				{"head", fmt.Sprint(rel.Current)},
+				{"time", formatTime(rel.Time)},
+				{"sequence", seq},
+				{"author", orDash(rel.Author)},
+				{"source", orDash(rel.Source)},
+				{"origin", orDash(rel.Origin)},
+				{"message", orDash(rel.Message)},
+				{"resources", fmt.Sprint(rel.Resources)},
+				{"digest", rel.Digest},
+			} {
+				fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if len(data) > 0 {
+				fmt.Fprintln(e.stdout, "---")
+			}
+			_, err = e.stdout.Write(data)
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&raw, "raw", false, "print only the stored bytes, exactly (digest checked)")
+	return cmd
+}
