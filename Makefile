@@ -14,8 +14,10 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/bucketops ./cmd/bucketops-bridge
 
 # The bridge in local mode with the apps under examples/ published.
+# Its stdout is the export lines only (logs go to stderr); they are kept in
+# $(BIN)/local.env for a second terminal.
 run: build
-	$(BIN)/bucketops-bridge --listen $(LISTEN) --seed examples $(if $(DATA),--data $(DATA))
+	$(BIN)/bucketops-bridge --listen $(LISTEN) --seed examples $(if $(DATA),--data $(DATA)) | tee $(BIN)/local.env
 
 test:
 	$(GO) test -race -count=1 ./...
@@ -26,7 +28,8 @@ lint:
 
 # Reports requests and wall time per publish; see docs/benchmarks.md.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./store/ | tee $(BIN)/bench.txt
+	@mkdir -p $(BIN)
+	$(GO) test -run '^$$' -bench . -benchtime 200x -count 3 ./store/ | tee $(BIN)/bench.txt
 
 FUZZTIME ?= 60s
 fuzz:
