@@ -74,7 +74,12 @@ re-encrypted Secret shows as changed even when its values are the same.`,
 				}
 				fmt.Fprintf(e.stdout, "%s %s (%s%s)\n%s\n", c.Change, c.Object, c.Source, note, c.Diff)
 			}
-			_, err = fmt.Fprintf(e.stdout, "%d changed, %d unchanged between %s and %s\n", len(out.Changes), out.Unchanged, out.From, out.To)
+			count := map[string]int{}
+			for _, c := range out.Changes {
+				count[c.Change]++
+			}
+			_, err = fmt.Fprintf(e.stdout, "%d added, %d removed, %d changed, %d unchanged between %s and %s\n",
+				count["added"], count["removed"], count["changed"], out.Unchanged, out.From, out.To)
 			return err
 		},
 	}

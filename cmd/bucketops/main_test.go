@@ -254,7 +254,7 @@ func TestPromoteRollbackRetireAndList(t *testing.T) {
 	}
 
 	diff := bucketops(t, "", "diff", "staging/api@"+gen, "prod/api").must(t).stdout
-	for _, w := range []string{"changed ConfigMap pay/a", `-  value: "1"`, `+  value: "2"`, "added ConfigMap pay/b"} {
+	for _, w := range []string{"changed ConfigMap pay/a", `-  value: "1"`, `+  value: "2"`, "added ConfigMap pay/b", "1 added, 0 removed, 1 changed, 0 unchanged"} {
 		if !strings.Contains(diff, w) {
 			t.Errorf("diff lacks %q:\n%s", w, diff)
 		}
