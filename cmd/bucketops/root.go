@@ -177,4 +177,3 @@ func orDash(s string) string {
 	}
 	return s
 }
-
