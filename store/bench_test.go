@@ -8,6 +8,7 @@ import (
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 
 	"github.com/bucketops/bucketops/store"
+	"github.com/bucketops/bucketops/store/storetest"
 )
 
 // BenchmarkPublish measures an uncontended publish to an app with a long
@@ -16,16 +17,16 @@ import (
 func BenchmarkPublish(b *testing.B) {
 	for _, history := range []int{10, 10_000} {
 		b.Run(fmt.Sprintf("history=%d", history), func(b *testing.B) {
-			tb := newTestBucket(b, true)
-			s := tb.store(b, "")
+			tb := storetest.New(b, true)
+			s := tb.Store(b, "")
 			app := "prod/payments"
 			// Build the history directly in the emulator: the point is the
 			// cost of the next publish, not of the 10,000 before it.
 			for n := 1; n <= history; n++ {
 				data := manifest(app, n)
-				tb.server.CreateObject(fakestorage.Object{
+				tb.Server.CreateObject(fakestorage.Object{
 					ObjectAttrs: fakestorage.ObjectAttrs{
-						BucketName: bucketName, Name: app + "/manifests.yaml", Generation: int64(n),
+						BucketName: storetest.BucketName, Name: app + "/manifests.yaml", Generation: int64(n),
 						ContentType: store.ContentType,
 						Metadata:    map[string]string{"bucketops-digest": store.Digest(data), "bucketops-sequence": strconv.Itoa(n)},
 					},
@@ -35,7 +36,7 @@ func BenchmarkPublish(b *testing.B) {
 			if hist, err := s.History(b.Context(), app, store.HistoryOptions{Limit: 1}); err != nil || hist[0].Sequence != uint64(history) {
 				b.Fatalf("history not built: %v %v", hist, err)
 			}
-			before := tb.requests.Load()
+			before := tb.Requests.Load()
 			b.ResetTimer()
 			for i := range b.N {
 				n := history + 1 + i
@@ -45,7 +46,7 @@ func BenchmarkPublish(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			b.ReportMetric(float64(tb.requests.Load()-before)/float64(b.N), "requests/op")
+			b.ReportMetric(float64(tb.Requests.Load()-before)/float64(b.N), "requests/op")
 		})
 	}
 }

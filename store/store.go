@@ -328,6 +328,21 @@ func (s *Store) List(ctx context.Context, prefix string) ([]Release, error) {
 	return out, nil
 }
 
+// Ping checks that the bucket answers, with the permission the bridge needs
+// anyway (listing objects), in one request.
+func (s *Store) Ping(ctx context.Context) error {
+	q := &storage.Query{Prefix: s.loc.Prefix}
+	if err := q.SetAttrSelection([]string{"Name"}); err != nil {
+		return err
+	}
+	it := s.bucket.Objects(ctx, q)
+	it.PageInfo().MaxSize = 1
+	if _, err := it.Next(); err != nil && !errors.Is(err, iterator.Done) {
+		return fmt.Errorf("bucket %s: %w", s.loc.Bucket, s.translate(ctx, err))
+	}
+	return nil
+}
+
 // CheckBucket reports ErrBucket when the bucket doesn't exist or doesn't keep
 // noncurrent versions. Credentials that may not read the bucket's settings
 // (storage.buckets.get) are not an error: the check is then skipped.

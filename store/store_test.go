@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/bucketops/bucketops/store"
+	"github.com/bucketops/bucketops/store/storetest"
 )
 
 func manifest(app string, n int) []byte {
@@ -25,8 +26,8 @@ func pub(app string, n int) store.Publication {
 }
 
 func TestPublishManyWritersOnManyApps(t *testing.T) {
-	tb := newTestBucket(t, true)
-	s := tb.store(t, "")
+	tb := storetest.New(t, true)
+	s := tb.Store(t, "")
 	const apps, releases = 32, 4
 	var wg sync.WaitGroup
 	errs := make(chan error, apps*releases)
@@ -58,8 +59,8 @@ func TestPublishManyWritersOnManyApps(t *testing.T) {
 }
 
 func TestPublishConcurrentWritersOnOneAppConvergeOnHighestSequence(t *testing.T) {
-	tb := newTestBucket(t, true)
-	s := tb.store(t, "")
+	tb := storetest.New(t, true)
+	s := tb.Store(t, "")
 	const writers = 16
 	app := "prod/payments"
 	var accepted, stale atomic.Int64
@@ -115,13 +116,13 @@ func TestPublishConcurrentWritersOnOneAppConvergeOnHighestSequence(t *testing.T)
 }
 
 func TestPublishRepeatedIsUnchanged(t *testing.T) {
-	tb := newTestBucket(t, true)
-	s := tb.store(t, "")
+	tb := storetest.New(t, true)
+	s := tb.Store(t, "")
 	first, err := s.Publish(t.Context(), "dev/api", pub("dev/api", 1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := tb.requests.Load()
+	before := tb.Requests.Load()
 	again, err := s.Publish(t.Context(), "dev/api", pub("dev/api", 1))
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +130,7 @@ func TestPublishRepeatedIsUnchanged(t *testing.T) {
 	if !again.Unchanged || again.Generation != first.Generation {
 		t.Errorf("re-push: unchanged=%v generation %d, want unchanged at %d", again.Unchanged, again.Generation, first.Generation)
 	}
-	if n := tb.requests.Load() - before; n != 1 {
+	if n := tb.Requests.Load() - before; n != 1 {
 		t.Errorf("a re-push made %d requests, want 1 (read the head)", n)
 	}
 	// A CI retry with a new build number but the same bytes is unchanged too.
@@ -145,8 +146,8 @@ func TestPublishRepeatedIsUnchanged(t *testing.T) {
 }
 
 func TestPublishRefusesStaleAndConflictingSequences(t *testing.T) {
-	tb := newTestBucket(t, true)
-	s := tb.store(t, "")
+	tb := storetest.New(t, true)
+	s := tb.Store(t, "")
 	app := "prod/web"
 	head, err := s.Publish(t.Context(), app, pub(app, 5))
 	if err != nil {
@@ -175,8 +176,8 @@ func TestPublishRefusesStaleAndConflictingSequences(t *testing.T) {
 }
 
 func TestPublishStrictMode(t *testing.T) {
-	tb := newTestBucket(t, true)
-	s := tb.store(t, "")
+	tb := storetest.New(t, true)
+	s := tb.Store(t, "")
 	app := "prod/db"
 	zero := int64(0)
 	p := pub(app, 1)
@@ -192,13 +193,13 @@ func TestPublishStrictMode(t *testing.T) {
 	}
 	wrong := first.Generation - 1
 	p.IfGeneration = &wrong
-	before := tb.requests.Load()
+	before := tb.Requests.Load()
 	if _, err := s.Publish(t.Context(), app, p); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("strict write on a wrong generation: %v, want ErrConflict", err)
 	} else if !strings.Contains(err.Error(), first.Ref().String()) {
 		t.Errorf("the conflict doesn't name the head %s: %v", first.Ref(), err)
 	}
-	if n := tb.requests.Load() - before; n > 2 {
+	if n := tb.Requests.Load() - before; n > 2 {
 		t.Errorf("strict mode made %d requests, want one attempt (at most 2 requests)", n)
 	}
 	p.IfGeneration = &first.Generation
@@ -209,8 +210,8 @@ func TestPublishStrictMode(t *testing.T) {
 }
 
 func TestPromoteAndRollbackRecordOrigin(t *testing.T) {
-	tb := newTestBucket(t, true)
-	s := tb.store(t, "")
+	tb := storetest.New(t, true)
+	s := tb.Store(t, "")
 	v1, err := s.Publish(t.Context(), "staging/api", pub("staging/api", 1))
 	if err != nil {
 		t.Fatal(err)
@@ -248,8 +249,8 @@ func TestPromoteAndRollbackRecordOrigin(t *testing.T) {
 }
 
 func TestRetirePublishesTombstone(t *testing.T) {
-	tb := newTestBucket(t, true)
-	s := tb.store(t, "")
+	tb := storetest.New(t, true)
+	s := tb.Store(t, "")
 	if _, err := s.Publish(t.Context(), "dev/old", pub("dev/old", 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -277,8 +278,8 @@ func TestRetirePublishesTombstone(t *testing.T) {
 }
 
 func TestHistoryPagesNewestFirst(t *testing.T) {
-	tb := newTestBucket(t, true)
-	s := tb.store(t, "teams")
+	tb := storetest.New(t, true)
+	s := tb.Store(t, "teams")
 	var gens []int64
 	for n := 1; n <= 25; n++ {
 		res, err := s.Publish(t.Context(), "prod/api", pub("prod/api", n))
@@ -323,8 +324,8 @@ func TestHistoryPagesNewestFirst(t *testing.T) {
 }
 
 func TestReadByGenerationAndDigest(t *testing.T) {
-	tb := newTestBucket(t, true)
-	s := tb.store(t, "")
+	tb := storetest.New(t, true)
+	s := tb.Store(t, "")
 	app := "prod/pay"
 	v1, _ := s.Publish(t.Context(), app, pub(app, 1))
 	if _, err := s.Publish(t.Context(), app, pub(app, 2)); err != nil {
@@ -342,7 +343,7 @@ func TestReadByGenerationAndDigest(t *testing.T) {
 	}
 
 	// Someone overwrites the object with other bytes, keeping the metadata.
-	w := tb.client.Bucket(bucketName).Object(app + "/manifests.yaml").NewWriter(t.Context())
+	w := tb.Client.Bucket(storetest.BucketName).Object(app + "/manifests.yaml").NewWriter(t.Context())
 	w.Metadata = map[string]string{"bucketops-digest": v1.Digest}
 	w.Write([]byte("kind: Evil\n"))
 	if err := w.Close(); err != nil {
@@ -354,10 +355,10 @@ func TestReadByGenerationAndDigest(t *testing.T) {
 }
 
 func TestPublishBacksOffOnTooManyRequests(t *testing.T) {
-	tb := newTestBucket(t, true)
-	s := tb.store(t, "")
+	tb := storetest.New(t, true)
+	s := tb.Store(t, "")
 	var throttled atomic.Int64
-	tb.setIntercept(func(w http.ResponseWriter, r *http.Request) bool {
+	tb.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
 		if throttled.Add(1) > 4 {
 			return false
 		}
@@ -380,7 +381,7 @@ func TestPublishBacksOffOnTooManyRequests(t *testing.T) {
 
 	// Throttled for good: the publish gives up when its context ends, with a
 	// message that says so.
-	tb.setIntercept(func(w http.ResponseWriter, r *http.Request) bool {
+	tb.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return true
 	})
@@ -393,54 +394,54 @@ func TestPublishBacksOffOnTooManyRequests(t *testing.T) {
 
 func TestBucketChecks(t *testing.T) {
 	t.Run("an unversioned bucket is refused before anything is written", func(t *testing.T) {
-		tb := newTestBucket(t, false)
-		s := tb.store(t, "")
+		tb := storetest.New(t, false)
+		s := tb.Store(t, "")
 		_, err := s.Publish(t.Context(), "prod/api", pub("prod/api", 1))
 		if !errors.Is(err, store.ErrBucket) || !strings.Contains(err.Error(), "--versioning") {
 			t.Errorf("publish to an unversioned bucket: %v, want ErrBucket telling how to turn versioning on", err)
 		}
-		objs, _, _ := tb.server.ListObjects(bucketName, "", "", true)
+		objs, _, _ := tb.Server.ListObjects(storetest.BucketName, "", "", true)
 		if len(objs) != 0 {
 			t.Errorf("%d objects written to an unversioned bucket", len(objs))
 		}
 	})
 	t.Run("a missing bucket is named", func(t *testing.T) {
-		tb := newTestBucket(t, true)
-		s := store.New(tb.client, store.Location{Bucket: "nope"}, slog.New(slog.DiscardHandler))
+		tb := storetest.New(t, true)
+		s := store.New(tb.Client, store.Location{Bucket: "nope"}, slog.New(slog.DiscardHandler))
 		_, err := s.Publish(t.Context(), "prod/api", pub("prod/api", 1))
 		if !errors.Is(err, store.ErrBucket) || !strings.Contains(err.Error(), "nope") {
 			t.Errorf("publish to a missing bucket: %v, want ErrBucket naming it", err)
 		}
 	})
 	t.Run("invalid app names make no request", func(t *testing.T) {
-		tb := newTestBucket(t, true)
-		s := tb.store(t, "")
+		tb := storetest.New(t, true)
+		s := tb.Store(t, "")
 		for _, app := range []string{"../x", "Prod", "a//b", "/a", "a/", "", strings.Repeat("a", 513), "a/../b", "a..b", "a b", "prod/%2e%2e"} {
 			if _, err := s.Publish(t.Context(), app, pub("x", 1)); !errors.Is(err, store.ErrInvalidApp) {
 				t.Errorf("publish to %q: %v, want ErrInvalidApp", app, err)
 			}
 		}
-		if n := tb.requests.Load(); n != 0 {
+		if n := tb.Requests.Load(); n != 0 {
 			t.Errorf("%d requests made for invalid names", n)
 		}
 	})
 }
 
 func TestListAppsUnderPrefix(t *testing.T) {
-	tb := newTestBucket(t, true)
-	s := tb.store(t, "clusters/eu")
+	tb := storetest.New(t, true)
+	s := tb.Store(t, "clusters/eu")
 	for _, app := range []string{"prod/api", "prod/web", "dev/api"} {
 		if _, err := s.Publish(t.Context(), app, pub(app, 1)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Objects that aren't releases are not apps.
-	w := tb.client.Bucket(bucketName).Object("clusters/eu/prod/notes.txt").NewWriter(t.Context())
+	w := tb.Client.Bucket(storetest.BucketName).Object("clusters/eu/prod/notes.txt").NewWriter(t.Context())
 	w.Write([]byte("hi"))
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := tb.client.Bucket(bucketName).Object("other/prod/x/manifests.yaml").NewWriter(t.Context()).Close(); err != nil {
+	if err := tb.Client.Bucket(storetest.BucketName).Object("other/prod/x/manifests.yaml").NewWriter(t.Context()).Close(); err != nil {
 		t.Fatal(err)
 	}
 	all, err := s.List(t.Context(), "")
