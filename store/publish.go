@@ -31,6 +31,8 @@ type Publication struct {
 	// if the head is that generation (0: only if the app has no head);
 	// anything else is ErrConflict.
 	IfGeneration *int64
+
+	mustExist bool // Retire: refuse an app that has no release
 }
 
 // Result is what Publish did.
@@ -45,7 +47,8 @@ type Result struct {
 // Publish writes p as the new head of app unless the head already holds the
 // same bytes. It reads the head's attributes, refuses a stale or conflicting
 // release, and writes with a generation precondition; when another writer
-// got there first (412) it reads again and retries, until ctx is done.
+// got there first (412), or GCS asked to slow down (429, 5xx), it waits,
+// reads again and retries, until ctx is done.
 func (s *Store) Publish(ctx context.Context, app string, p Publication) (Result, error) {
 	if err := ValidateApp(app); err != nil {
 		return Result{}, err
@@ -59,13 +62,28 @@ func (s *Store) Publish(ctx context.Context, app string, p Publication) (Result,
 	if p.Kind == KindRelease && len(p.Data) == 0 {
 		return Result{}, fmt.Errorf("publish %s: an empty release would prune every object of the app; retire it instead", app)
 	}
-	digest := Digest(p.Data)
+	return s.publish(ctx, app, p, Digest(p.Data), func(ctx context.Context, cond storage.Conditions, meta map[string]string) (*storage.ObjectAttrs, error) {
+		return s.upload(ctx, app, cond, meta, p.Data)
+	})
+}
+
+// writeFunc writes one release under cond and returns its attributes.
+type writeFunc func(ctx context.Context, cond storage.Conditions, meta map[string]string) (*storage.ObjectAttrs, error)
+
+// publish is the protocol shared by uploads and copies.
+func (s *Store) publish(ctx context.Context, app string, p Publication, digest string, write writeFunc) (Result, error) {
 	checkedBucket := false
+	// uncertain: the last write failed in a way that may hide its success
+	// (a 503 after GCS stored the object): a head with our bytes is ours.
+	uncertain := false
 	for attempt := 1; ; attempt++ {
 		head, err := s.Head(ctx, app)
 		exists := err == nil
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return Result{}, fmt.Errorf("publish %s: %w", app, err)
+		}
+		if !exists && p.mustExist {
+			return Result{}, fmt.Errorf("publish %s: %w: the app has no release; check the name (bucketops ls)", app, ErrNotFound)
 		}
 		if !exists && !checkedBucket {
 			// A first release: the one time worth a request to make sure
@@ -75,15 +93,22 @@ func (s *Store) Publish(ctx context.Context, app string, p Publication) (Result,
 			}
 			checkedBucket = true
 		}
+		seq := p.Sequence
 		if exists {
-			if head.Digest == digest && head.Kind == p.Kind && (p.IfGeneration == nil || *p.IfGeneration == head.Generation) {
+			same := head.Digest == digest && head.Kind == p.Kind
+			switch {
+			case same && uncertain:
+				return Result{Release: head, Attempts: attempt}, nil
+			case same && (p.IfGeneration == nil || *p.IfGeneration == head.Generation):
 				return Result{Release: head, Unchanged: true, Attempts: attempt}, nil
-			}
-			if p.Sequence != 0 && head.Sequence > p.Sequence {
-				return Result{}, fmt.Errorf("publish %s: %w: the head %s has sequence %d, higher than %d; a newer release is already published", app, ErrStale, head.Ref(), head.Sequence, p.Sequence)
-			}
-			if p.Sequence != 0 && head.Sequence == p.Sequence {
-				return Result{}, fmt.Errorf("publish %s: %w: the head %s has the same sequence %d with other bytes (%s); give each release its own sequence", app, ErrConflict, head.Ref(), p.Sequence, head.Digest)
+			case seq != 0 && head.Sequence > seq:
+				return Result{}, fmt.Errorf("publish %s: %w: the head %s has sequence %d, higher than %d; a newer release is already published", app, ErrStale, head.Ref(), head.Sequence, seq)
+			case seq != 0 && head.Sequence == seq:
+				return Result{}, fmt.Errorf("publish %s: %w: the head %s has the same sequence %d with other bytes (%s); give each release its own sequence", app, ErrConflict, head.Ref(), seq, head.Digest)
+			case seq == 0:
+				// A release without a sequence keeps the head's, so an
+				// older pipeline can't overwrite it afterwards.
+				seq = head.Sequence
 			}
 		}
 		cond := storage.Conditions{DoesNotExist: true}
@@ -94,64 +119,78 @@ func (s *Store) Publish(ctx context.Context, app string, p Publication) (Result,
 		} else if exists {
 			cond = storage.Conditions{GenerationMatch: head.Generation}
 		}
-		rel, err := s.write(ctx, app, cond, digest, p)
-		switch {
-		case err == nil:
-			rel.Current = true
+		attrs, err := write(ctx, cond, metadata(digest, seq, p))
+		if err == nil {
+			rel := s.release(app, attrs, true)
 			return Result{Release: rel, Attempts: attempt}, nil
-		case errors.Is(err, ErrConflict) && p.IfGeneration == nil:
-			// Another writer won the race: read its head and decide again.
-			s.log.Debug("head moved, retrying", "app", app, "attempt", attempt)
-			if err := s.sleep(ctx, attempt); err != nil {
-				return Result{}, fmt.Errorf("publish %s: gave up after %d attempts, the head kept moving: %w", app, attempt, err)
-			}
-		case errors.Is(err, ErrConflict):
+		}
+		err = s.translate(ctx, err)
+		switch {
+		case errors.Is(err, ErrConflict) && p.IfGeneration != nil:
 			now := "it has no head"
 			if exists {
 				now = "the head is " + head.Ref().String()
 			}
 			return Result{}, fmt.Errorf("publish %s: %w: --if-generation %d, but %s", app, ErrConflict, *p.IfGeneration, now)
+		case errors.Is(err, ErrConflict):
+			// Another writer won the race: read its head and decide again.
+			s.log.Debug("head moved, retrying", "app", app, "attempt", attempt)
+		case ctx.Err() == nil && storage.ShouldRetry(err):
+			// Throttled (GCS allows about one write per second per object)
+			// or unavailable: back off, then read the head again.
+			s.retries.Add(1)
+			uncertain = true
+			s.log.Debug("write failed, retrying", "app", app, "attempt", attempt, "error", err)
 		default:
 			return Result{}, fmt.Errorf("publish %s: %w", app, err)
+		}
+		if err := s.sleep(ctx, attempt); err != nil {
+			return Result{}, fmt.Errorf("publish %s: gave up after %d attempts: %w", app, attempt, err)
 		}
 	}
 }
 
-// write uploads p in a single request under cond. The upload is atomic: GCS
-// checks the CRC32C and makes the object visible only once complete.
-func (s *Store) write(ctx context.Context, app string, cond storage.Conditions, digest string, p Publication) (Release, error) {
-	w := s.object(app).If(cond).NewWriter(ctx)
-	w.ChunkSize = 0 // one multipart request, no resumable session
-	w.ContentType = ContentType
-	w.CRC32C = crc32.Checksum(p.Data, crc32.MakeTable(crc32.Castagnoli))
-	w.SendCRC32C = true
-	w.Metadata = map[string]string{metaDigest: digest, metaKind: p.Kind}
+func metadata(digest string, seq uint64, p Publication) map[string]string {
+	m := map[string]string{metaDigest: digest, metaKind: p.Kind, metaResources: strconv.Itoa(p.Resources)}
 	set := func(k, v string) {
 		if v != "" {
-			w.Metadata[k] = v
+			m[k] = v
 		}
 	}
-	if p.Sequence != 0 {
-		set(metaSequence, strconv.FormatUint(p.Sequence, 10))
+	if seq != 0 {
+		m[metaSequence] = strconv.FormatUint(seq, 10)
 	}
 	set(metaSource, p.Source)
 	set(metaAuthor, p.Author)
 	set(metaMessage, p.Message)
-	set(metaResources, strconv.Itoa(p.Resources))
 	set(metaOrigin, p.Origin)
-	if _, err := w.Write(p.Data); err != nil {
+	return m
+}
+
+// upload writes data in a single request under cond. The upload is atomic:
+// GCS checks the CRC32C and makes the object visible only once complete.
+// Retries are publish's: it re-reads the head first, which a blind resend
+// of the upload would not.
+func (s *Store) upload(ctx context.Context, app string, cond storage.Conditions, meta map[string]string, data []byte) (*storage.ObjectAttrs, error) {
+	w := s.bucket.Object(s.objectName(app)).Retryer(storage.WithPolicy(storage.RetryNever)).If(cond).NewWriter(ctx)
+	w.ChunkSize = 0 // one multipart request, no resumable session
+	w.ContentType = ContentType
+	w.CRC32C = crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli))
+	w.SendCRC32C = true
+	w.Metadata = meta
+	if _, err := w.Write(data); err != nil {
 		w.CloseWithError(err)
-		return Release{}, s.translate(ctx, err)
+		return nil, err
 	}
 	// Close is where the upload happens and where a 412 arrives.
 	if err := w.Close(); err != nil {
-		return Release{}, s.translate(ctx, err)
+		return nil, err
 	}
-	return s.release(app, w.Attrs(), true), nil
+	return w.Attrs(), nil
 }
 
-// sleep waits before another attempt at a contended write: a short,
-// jittered, growing pause, so writers racing for one app spread out.
+// sleep waits before another attempt: a short, jittered, growing pause, so
+// writers racing for one app spread out.
 func (s *Store) sleep(ctx context.Context, attempt int) error {
 	d := s.backoff.Initial / 4
 	for i := 1; i < attempt && d < s.backoff.Max; i++ {
@@ -169,37 +208,46 @@ func (s *Store) sleep(ctx context.Context, attempt int) error {
 	}
 }
 
-// Copy publishes the bytes of src as the new head of dst, recording
-// src@generation as bucketops-origin: promote and rollback. The source's
-// digest is checked first, so a corrupt release is never copied. p carries
-// the new release's own author, message and sequence; Data, Resources and
-// Origin are taken from the source, and Source too when p leaves it empty.
+// Copy makes release src the new head of dst with a server-side copy,
+// recording src@generation as bucketops-origin: promote and rollback. The
+// source's bytes are checked against their digest first and the copy names
+// that exact generation, so a corrupt release is never copied. The write is
+// conditional on dst's head generation like any publish. p carries the new
+// release's own author, message and sequence; Resources and Origin come from
+// the source, and Source too when p leaves it empty.
 func (s *Store) Copy(ctx context.Context, src Ref, dst string, p Publication) (Result, error) {
 	if err := ValidateApp(dst); err != nil {
 		return Result{}, err
 	}
-	rel, data, err := s.Read(ctx, src)
+	rel, _, err := s.Read(ctx, src)
 	if err != nil {
 		return Result{}, err
 	}
 	if rel.Kind != KindRelease {
 		return Result{}, fmt.Errorf("copy %s: %w: it is a %s, not a release", rel.Ref(), ErrConflict, rel.Kind)
 	}
-	p.Data = data
 	p.Resources = rel.Resources
 	p.Origin = rel.Ref().String()
 	p.Kind = KindRelease
 	if p.Source == "" {
 		p.Source = rel.Source
 	}
-	return s.Publish(ctx, dst, p)
+	from := s.bucket.Object(s.objectName(rel.App)).Generation(rel.Generation)
+	return s.publish(ctx, dst, p, rel.Digest, func(ctx context.Context, cond storage.Conditions, meta map[string]string) (*storage.ObjectAttrs, error) {
+		c := s.bucket.Object(s.objectName(dst)).Retryer(storage.WithPolicy(storage.RetryNever)).If(cond).CopierFrom(from)
+		c.ContentType = ContentType
+		c.Metadata = meta
+		return c.Run(ctx)
+	})
 }
 
 // Retire publishes a tombstone: a deliberately empty release after which the
-// bridge renders nothing and Argo CD prunes the app's objects.
+// bridge renders nothing and Argo CD prunes the app's objects. An app with
+// no release can't be retired (a typo must not create one).
 func (s *Store) Retire(ctx context.Context, app string, p Publication) (Result, error) {
 	p.Data = nil
 	p.Resources = 0
 	p.Kind = KindTombstone
+	p.mustExist = true
 	return s.Publish(ctx, app, p)
 }

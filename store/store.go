@@ -45,8 +45,12 @@ var (
 	ErrStale = errors.New("stale")
 	// ErrCorrupt: the stored bytes don't match their bucketops-digest.
 	ErrCorrupt = errors.New("digest mismatch")
-	// ErrBucket: the bucket is missing, not versioned or not accessible.
+	// ErrBucket: the bucket is missing or doesn't keep noncurrent versions.
 	ErrBucket = errors.New("bucket unusable")
+	// ErrAccess: the credentials may not do what was asked.
+	ErrAccess = errors.New("access denied")
+	// ErrInvalidLocation: a bucket URL that isn't gs://BUCKET[/PREFIX].
+	ErrInvalidLocation = errors.New("invalid bucket")
 )
 
 // ObjectName is the name of the object holding an app's releases, below the prefix.
@@ -108,15 +112,15 @@ type Location struct {
 func ParseLocation(s string) (Location, error) {
 	rest, ok := strings.CutPrefix(s, "gs://")
 	if !ok {
-		return Location{}, fmt.Errorf("%w: bucket %q must look like gs://BUCKET or gs://BUCKET/PREFIX", ErrInvalidApp, s)
+		return Location{}, fmt.Errorf("%w %q: it must look like gs://BUCKET or gs://BUCKET/PREFIX", ErrInvalidLocation, s)
 	}
 	bucket, prefix, _ := strings.Cut(rest, "/")
 	prefix = strings.Trim(prefix, "/")
 	if bucket == "" {
-		return Location{}, fmt.Errorf("%w: bucket %q has no bucket name; use gs://BUCKET", ErrInvalidApp, s)
+		return Location{}, fmt.Errorf("%w %q: no bucket name; use gs://BUCKET", ErrInvalidLocation, s)
 	}
-	if err := ValidatePrefix(prefix); err != nil {
-		return Location{}, err
+	if err := validatePath(prefix); prefix != "" && err != nil {
+		return Location{}, fmt.Errorf("%w %q: the prefix %s", ErrInvalidLocation, s, err)
 	}
 	return Location{Bucket: bucket, Prefix: prefix}, nil
 }
@@ -403,7 +407,7 @@ func (s *Store) translate(ctx context.Context, err error) error {
 	case httpStatus(err) == http.StatusNotFound:
 		return fmt.Errorf("%w in %s: %w", ErrNotFound, s.loc, err)
 	case httpStatus(err) == http.StatusForbidden || httpStatus(err) == http.StatusUnauthorized:
-		return fmt.Errorf("%w: access to %s denied, check the credentials (GOOGLE_APPLICATION_CREDENTIALS): %w", ErrBucket, s.loc, err)
+		return fmt.Errorf("%w to %s; check the credentials (GOOGLE_APPLICATION_CREDENTIALS) and their roles on the bucket: %w", ErrAccess, s.loc, err)
 	case ctx.Err() != nil:
 		return fmt.Errorf("gave up: %w (last error: %w)", ctx.Err(), err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -167,11 +168,25 @@ func TestPublishRefusesStaleAndConflictingSequences(t *testing.T) {
 	if err != nil || now.Generation != head.Generation {
 		t.Errorf("head moved to %d (%v) after refused publishes, want %d", now.Generation, err, head.Generation)
 	}
-	// Without a sequence no order is known: the write goes through.
+	// A release without a sequence keeps the head's, so the guard holds
+	// for whatever comes after it.
 	unordered := pub(app, 9)
 	unordered.Sequence = 0
-	if _, err := s.Publish(t.Context(), app, unordered); err != nil {
-		t.Errorf("a release without sequence: %v", err)
+	res, err := s.Publish(t.Context(), app, unordered)
+	if err != nil || res.Sequence != 5 {
+		t.Errorf("a release without sequence: %+v %v; want it published carrying sequence 5", res.Release, err)
+	}
+	if _, err := s.Publish(t.Context(), app, pub(app, 4)); !errors.Is(err, store.ErrStale) {
+		t.Errorf("an older sequence after a release without one: %v, want ErrStale", err)
+	}
+	if _, err := s.Retire(t.Context(), app, store.Publication{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Publish(t.Context(), app, pub(app, 2)); !errors.Is(err, store.ErrStale) {
+		t.Errorf("an old pipeline after retire: %v, want ErrStale (it must not revive the app)", err)
+	}
+	if _, err := s.Publish(t.Context(), app, pub(app, 6)); err != nil {
+		t.Errorf("a newer pipeline after retire: %v", err)
 	}
 }
 
@@ -272,6 +287,9 @@ func TestRetirePublishesTombstone(t *testing.T) {
 	if _, err := s.Copy(t.Context(), store.Ref{App: "dev/old"}, "prod/old", store.Publication{}); err == nil {
 		t.Error("promoting a tombstone succeeded")
 	}
+	if _, err := s.Retire(t.Context(), "dev/never", store.Publication{}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("retiring an app that never existed: %v, want ErrNotFound", err)
+	}
 	if _, err := s.Publish(t.Context(), "dev/empty", store.Publication{}); err == nil {
 		t.Error("an empty release was published; only a tombstone may be empty")
 	}
@@ -357,9 +375,14 @@ func TestReadByGenerationAndDigest(t *testing.T) {
 func TestPublishBacksOffOnTooManyRequests(t *testing.T) {
 	tb := storetest.New(t, true)
 	s := tb.Store(t, "")
+	if _, err := s.Publish(t.Context(), "prod/hot", pub("prod/hot", 1)); err != nil {
+		t.Fatal(err)
+	}
+	// GCS allows about one write per second per object: the writes are
+	// refused, the reads go through.
 	var throttled atomic.Int64
 	tb.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
-		if throttled.Add(1) > 4 {
+		if r.Method != http.MethodPost || throttled.Add(1) > 3 {
 			return false
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -367,16 +390,35 @@ func TestPublishBacksOffOnTooManyRequests(t *testing.T) {
 		fmt.Fprint(w, `{"error":{"code":429,"message":"The object exceeded the rate limit for object mutation operations"}}`)
 		return true
 	})
-	res, err := s.Publish(t.Context(), "prod/hot", pub("prod/hot", 1))
+	res, err := s.Publish(t.Context(), "prod/hot", pub("prod/hot", 2))
 	if err != nil {
-		t.Fatalf("publish through 429s: %v", err)
+		t.Fatalf("publish through throttled writes: %v", err)
 	}
-	if s.Retries() < 4 {
-		t.Errorf("%d retries counted for 4 throttled requests", s.Retries())
+	if res.Attempts != 4 || s.Retries() < 3 {
+		t.Errorf("%d attempts and %d retries for 3 throttled writes, want 4 attempts", res.Attempts, s.Retries())
 	}
 	hist, err := s.History(t.Context(), "prod/hot", store.HistoryOptions{})
-	if err != nil || len(hist) != 1 || hist[0].Generation != res.Generation {
-		t.Errorf("history after a throttled publish: %+v %v, want exactly the one release", hist, err)
+	if err != nil || len(hist) != 2 || hist[0].Generation != res.Generation {
+		t.Errorf("history after a throttled publish: %+v %v, want the release exactly once", hist, err)
+	}
+
+	// A write GCS stored but whose answer was lost (a 503 after the fact)
+	// is found on the next read of the head, not written twice.
+	var lost atomic.Bool
+	tb.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodPost || !lost.CompareAndSwap(false, true) {
+			return false
+		}
+		tb.Server.HTTPHandler().ServeHTTP(httptest.NewRecorder(), r)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return true
+	})
+	res, err = s.Publish(t.Context(), "prod/hot", pub("prod/hot", 3))
+	if err != nil || res.Unchanged || res.Sequence != 3 {
+		t.Fatalf("publish whose answer was lost: %+v %v", res, err)
+	}
+	if hist, _ := s.History(t.Context(), "prod/hot", store.HistoryOptions{}); len(hist) != 3 {
+		t.Errorf("history has %d releases after a lost answer, want 3 (no duplicate generation)", len(hist))
 	}
 
 	// Throttled for good: the publish gives up when its context ends, with a
@@ -387,7 +429,7 @@ func TestPublishBacksOffOnTooManyRequests(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
-	if _, err := s.Publish(ctx, "prod/hot", pub("prod/hot", 2)); err == nil || !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := s.Publish(ctx, "prod/hot", pub("prod/hot", 4)); err == nil || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("publish against a bucket that only answers 503: %v, want a deadline error", err)
 	}
 }
@@ -403,6 +445,25 @@ func TestBucketChecks(t *testing.T) {
 		objs, _, _ := tb.Server.ListObjects(storetest.BucketName, "", "", true)
 		if len(objs) != 0 {
 			t.Errorf("%d objects written to an unversioned bucket", len(objs))
+		}
+	})
+	t.Run("an unversioned bucket is not checked again once the app has releases", func(t *testing.T) {
+		// The documented limit: a publish costs two requests, so only an
+		// app's first release checks the bucket's settings.
+		tb := storetest.New(t, false)
+		s := tb.Store(t, "")
+		w := tb.Client.Bucket(storetest.BucketName).Object("prod/api/manifests.yaml").NewWriter(t.Context())
+		w.Metadata = map[string]string{"bucketops-digest": "sha256:x"}
+		w.Write([]byte("x"))
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		before := tb.Requests.Load()
+		if _, err := s.Publish(t.Context(), "prod/api", pub("prod/api", 1)); err != nil {
+			t.Fatal(err)
+		}
+		if n := tb.Requests.Load() - before; n != 2 {
+			t.Errorf("%d requests", n)
 		}
 	})
 	t.Run("a missing bucket is named", func(t *testing.T) {
