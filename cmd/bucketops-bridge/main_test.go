@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-type bridge struct {
+type bridgeProc struct {
 	cmd    *exec.Cmd
 	env    []string // the export lines, as KEY=VALUE
 	url    string
@@ -51,14 +51,14 @@ type bridge struct {
 }
 
 // startBridge starts bucketops-bridge and waits for its export lines.
-func startBridge(t *testing.T, args ...string) *bridge {
+func startBridge(t *testing.T, args ...string) *bridgeProc {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "bucketops-bridge"), append([]string{"--listen", "127.0.0.1:0"}, args...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bridge{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	b := &bridgeProc{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
 	cmd.Stderr = b.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func startBridge(t *testing.T, args ...string) *bridge {
 }
 
 // stop sends SIGTERM and waits for a clean exit.
-func (b *bridge) stop(t *testing.T) {
+func (b *bridgeProc) stop(t *testing.T) {
 	t.Helper()
 	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -122,7 +122,7 @@ func (b *bridge) stop(t *testing.T) {
 	}
 }
 
-func (b *bridge) bucketops(t *testing.T, stdin string, args ...string) string {
+func (b *bridgeProc) bucketops(t *testing.T, stdin string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -144,7 +144,7 @@ type logEntry struct {
 	Sequence   uint64 `json:"sequence"`
 }
 
-func (b *bridge) log(t *testing.T, app string) []logEntry {
+func (b *bridgeProc) log(t *testing.T, app string) []logEntry {
 	t.Helper()
 	var entries []logEntry
 	if err := json.Unmarshal([]byte(b.bucketops(t, "", "log", app, "-o", "json")), &entries); err != nil {
@@ -160,7 +160,8 @@ func configMap(value string) string {
 func TestLocalModeKeepsHistoryAcrossRestarts(t *testing.T) {
 	data := t.TempDir()
 	b := startBridge(t, "--data", data)
-	if len(b.env) != 2 || !strings.HasPrefix(b.env[0], "BUCKETOPS_BUCKET=gs://") || !strings.HasPrefix(b.env[1], "STORAGE_EMULATOR_HOST=127.0.0.1:") {
+	if len(b.env) != 4 || !strings.HasPrefix(b.env[0], "BUCKETOPS_BUCKET=gs://") || !strings.HasPrefix(b.env[1], "STORAGE_EMULATOR_HOST=127.0.0.1:") ||
+		!strings.HasPrefix(b.env[2], "BUCKETOPS_BRIDGE=http://127.0.0.1:") || !strings.HasPrefix(b.env[3], "BUCKETOPS_TOKEN_FILE=/") {
 		t.Fatalf("printed environment: %q", b.env)
 	}
 	resp, err := http.Get(b.url + "/healthz")
@@ -212,11 +213,16 @@ func TestLocalModeSeedsExamplesOnce(t *testing.T) {
 	if fmt.Sprint(apps) != "[{dev/guestbook} {dev/payments} {prod/guestbook}]" {
 		t.Errorf("seeded apps: %v", apps)
 	}
+	// A user's push to a seeded app survives a restart that seeds again.
+	b.bucketops(t, configMap("mine"), "push", "dev/guestbook", "-", "--sequence", "7")
 	b.stop(t)
-	// Seeding again is idempotent: no new generation.
 	b = startBridge(t, "--data", data, "--seed", examples)
-	if h := b.log(t, "dev/guestbook"); len(h) != 1 {
-		t.Errorf("dev/guestbook has %d releases after seeding twice, want 1", len(h))
+	h := b.log(t, "dev/guestbook")
+	if len(h) != 2 || h[0].Sequence != 7 {
+		t.Errorf("after seeding again dev/guestbook has %+v, want the user's push (sequence 7) on top of the seed", h)
+	}
+	if p := b.log(t, "prod/guestbook"); len(p) != 1 {
+		t.Errorf("prod/guestbook has %d releases after seeding twice, want 1", len(p))
 	}
 }
 

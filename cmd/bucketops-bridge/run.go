@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,20 +18,32 @@ import (
 	"time"
 
 	"cloud.google.com/go/storage"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/api/option"
 
 	"github.com/bucketops/bucketops/emulator"
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/store"
+	"github.com/bucketops/bucketops/webhook"
 )
 
 // config is the bridge's command line.
 type config struct {
-	listen   string
-	bucket   string
-	dataDir  string
-	seedDir  string
-	logLevel string
+	listen     string
+	bucket     string
+	dataDir    string
+	seedDir    string
+	logLevel   string
+	tokenFiles []tokenFile
+	ageKeyFile string
+	cacheBytes int64
+}
+
+// tokenFile is one --token-file ROLE=PATH.
+type tokenFile struct {
+	role webhook.Role
+	path string
 }
 
 func (c config) Validate() error {
@@ -44,6 +58,12 @@ func (c config) Validate() error {
 		if c.dataDir != "" || c.seedDir != "" {
 			errs = append(errs, errors.New("--data and --seed are for local mode only; drop them or drop --bucket"))
 		}
+	}
+	if c.bucket != "" && len(c.tokenFiles) == 0 {
+		errs = append(errs, errors.New("no --token-file: every route but health needs a bearer token; give --token-file plugin=PATH (and reader=PATH)"))
+	}
+	if c.cacheBytes < 0 {
+		errs = append(errs, errors.New("--cache-bytes must not be negative"))
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
@@ -61,6 +81,16 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.dataDir, "data", "", "local mode: keep the bucket, history included, in this directory across restarts")
 	fs.StringVar(&c.seedDir, "seed", "", "local mode: publish every app directory under this one at start (examples/)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.Func("token-file", "ROLE=PATH: a bearer token for role plugin (manifests) or reader (everything else), read from PATH; repeatable", func(v string) error {
+		role, path, ok := strings.Cut(v, "=")
+		if !ok || path == "" {
+			return fmt.Errorf("want ROLE=PATH, e.g. plugin=/var/run/bucketops/tokens/plugin")
+		}
+		c.tokenFiles = append(c.tokenFiles, tokenFile{webhook.Role(role), path})
+		return nil
+	})
+	fs.StringVar(&c.ageKeyFile, "age-key-file", os.Getenv("SOPS_AGE_KEY_FILE"), "age identities for SOPS documents, loaded once at start (default $SOPS_AGE_KEY_FILE)")
+	fs.Int64Var(&c.cacheBytes, "cache-bytes", 256<<20, "memory bound of the render cache")
 	if err := fs.Parse(args); err != nil {
 		return c, usageError{err}
 	}
@@ -82,36 +112,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	_ = lvl.UnmarshalText([]byte(cfg.logLevel))
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 
-	var (
-		client *storage.Client
-		loc    store.Location
-	)
-	if cfg.bucket == "" {
-		emu, err := emulator.Start(ctx, emulator.Config{Dir: cfg.dataDir, Logger: log.With("component", "emulator")})
-		if err != nil {
-			return fmt.Errorf("local mode: %w", err)
-		}
-		defer emu.Close()
-		client, err = storage.NewClient(ctx, option.WithEndpoint(emu.URL()+"/storage/v1/"), option.WithoutAuthentication(), storage.WithJSONReads())
-		if err != nil {
-			return err
-		}
-		loc = store.Location{Bucket: emu.Bucket()}
-		log.Info("local mode: embedded GCS emulator", "url", emu.URL(), "bucket", loc.String(), "data", cfg.dataDir)
-		st := store.New(client, loc, log)
-		if cfg.seedDir != "" {
-			if err := seed(ctx, st, cfg.seedDir, log); err != nil {
-				return fmt.Errorf("local mode: --seed %s: %w", cfg.seedDir, err)
-			}
-		}
-		defer client.Close()
-		return serve(ctx, cfg, st, log, stdout, func(w io.Writer) {
-			fmt.Fprintf(w, "export BUCKETOPS_BUCKET=%s\n", loc)
-			fmt.Fprintf(w, "export STORAGE_EMULATOR_HOST=%s\n", emu.Host())
-		})
+	// Keys once, at start: a bridge that can't decrypt shouldn't look ready.
+	decrypter, err := render.LoadDecrypter(cfg.ageKeyFile)
+	if err != nil {
+		return fmt.Errorf("--age-key-file: %w", err)
 	}
-	loc, _ = store.ParseLocation(cfg.bucket)
-	client, err = storage.NewClient(ctx)
+	if r := decrypter.Recipients(); len(r) > 0 {
+		log.Info("age identities loaded", "recipients", strings.Join(r, ","))
+	}
+	var tokens []webhook.Token
+	for _, tf := range cfg.tokenFiles {
+		t, err := webhook.LoadToken(tf.role, tf.path)
+		if err != nil {
+			return usageError{fmt.Errorf("--token-file: %w", err)}
+		}
+		tokens = append(tokens, t)
+	}
+	srv := bridge{cfg: cfg, log: log, decrypter: decrypter, tokens: tokens, stdout: stdout}
+	if cfg.bucket == "" {
+		return srv.runLocal(ctx)
+	}
+	loc, _ := store.ParseLocation(cfg.bucket)
+	client, err := storage.NewClient(ctx)
 	if err != nil {
 		return fmt.Errorf("connect to GCS: %w", err)
 	}
@@ -120,44 +142,106 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := st.CheckBucket(ctx); err != nil {
 		return err
 	}
-	return serve(ctx, cfg, st, log, stdout, nil)
+	return srv.serve(ctx, st, nil)
+}
+
+// bridge is one run of the server.
+type bridge struct {
+	cfg       config
+	log       *slog.Logger
+	decrypter *render.Decrypter
+	tokens    []webhook.Token
+	stdout    io.Writer
+}
+
+// runLocal serves an embedded, versioned GCS emulator, with tokens of its own.
+func (b bridge) runLocal(ctx context.Context) error {
+	emu, err := emulator.Start(ctx, emulator.Config{Dir: b.cfg.dataDir, Logger: b.log.With("component", "emulator")})
+	if err != nil {
+		return fmt.Errorf("local mode: %w", err)
+	}
+	defer emu.Close()
+	client, err := storage.NewClient(ctx, option.WithEndpoint(emu.URL()+"/storage/v1/"), option.WithoutAuthentication(), storage.WithJSONReads())
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	loc := store.Location{Bucket: emu.Bucket()}
+	b.log.Info("local mode: embedded GCS emulator", "url", emu.URL(), "bucket", loc.String(), "data", b.cfg.dataDir)
+	st := store.New(client, loc, b.log)
+	if b.cfg.seedDir != "" {
+		if err := seed(ctx, st, b.cfg.seedDir, b.log); err != nil {
+			return fmt.Errorf("local mode: --seed %s: %w", b.cfg.seedDir, err)
+		}
+	}
+	// Tokens live only as long as this process, in a private directory.
+	dir, err := os.MkdirTemp("", "bucketops-local-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	files := map[webhook.Role]string{}
+	for _, role := range []webhook.Role{webhook.RolePlugin, webhook.RoleReader} {
+		secret := make([]byte, 32)
+		if _, err := rand.Read(secret); err != nil {
+			return err
+		}
+		files[role] = filepath.Join(dir, string(role)+".token")
+		if err := os.WriteFile(files[role], []byte(hex.EncodeToString(secret)+"\n"), 0o600); err != nil {
+			return err
+		}
+		b.tokens = append(b.tokens, webhook.NewToken(role, hex.EncodeToString(secret)))
+	}
+	return b.serve(ctx, st, func(w io.Writer, url string) {
+		fmt.Fprintf(w, "export BUCKETOPS_BUCKET=%s\n", loc)
+		fmt.Fprintf(w, "export STORAGE_EMULATOR_HOST=%s\n", emu.Host())
+		fmt.Fprintf(w, "export BUCKETOPS_BRIDGE=%s\n", url)
+		fmt.Fprintf(w, "export BUCKETOPS_TOKEN_FILE=%s\n", files[webhook.RolePlugin])
+		fmt.Fprintf(w, "# reader token (apps, history): %s\n", files[webhook.RoleReader])
+	})
 }
 
 // serve runs the HTTP surface until ctx ends, then shuts down gracefully.
-func serve(ctx context.Context, cfg config, st *store.Store, log *slog.Logger, stdout io.Writer, exports func(io.Writer)) error {
-	ln, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.listen, err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.WriteString(w, "ok\n")
+func (b bridge) serve(ctx context.Context, st *store.Store, exports func(w io.Writer, url string)) error {
+	api, err := webhook.New(webhook.Config{
+		Releases:   st,
+		Renderer:   b.decrypter,
+		Tokens:     b.tokens,
+		Logger:     b.log,
+		Registry:   newRegistry(),
+		CacheBytes: b.cfg.cacheBytes,
 	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", b.cfg.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", b.cfg.listen, err)
+	}
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           api.Routes(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(b.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 
-	addr := "http://" + ln.Addr().String()
-	log.Info("bridge listening", "url", addr, "bucket", st.Location().String())
+	url := "http://" + ln.Addr().String()
+	b.log.Info("bridge listening", "url", url, "bucket", st.Location().String())
 	if exports != nil {
-		exports(stdout)
-		fmt.Fprintf(stdout, "# bridge: %s (health: %s/healthz); stop with Ctrl-C\n", addr, addr)
+		exports(b.stdout, url)
+		fmt.Fprintf(b.stdout, "# bridge: %s (health: %s/healthz); stop with Ctrl-C\n", url, url)
 	}
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down")
+	b.log.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
@@ -166,10 +250,18 @@ func serve(ctx context.Context, cfg config, st *store.Store, log *slog.Logger, s
 	return nil
 }
 
-// seed publishes every app directory under dir: a directory that directly
-// holds manifest files is the app named by its path (examples/dev/guestbook
-// is dev/guestbook). Publishing is idempotent, so a restart with --data
-// finds the seeds unchanged.
+// newRegistry is the bridge's own metrics registry, with the process and Go
+// collectors; libraries never touch the global one.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// seed publishes every app directory under dir that isn't an app yet: a
+// directory that directly holds manifest files is the app named by its path
+// (examples/dev/guestbook is dev/guestbook). An app that already has a
+// release, seeded or pushed since, is left alone.
 func seed(ctx context.Context, st *store.Store, dir string, log *slog.Logger) error {
 	apps := map[string]bool{}
 	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
@@ -199,13 +291,19 @@ func seed(ctx context.Context, st *store.Store, dir string, log *slog.Logger) er
 		if err != nil {
 			return err
 		}
+		noHead := int64(0)
 		res, err := st.Publish(ctx, app, store.Publication{
-			Data: rel.Bytes, Resources: rel.Resources(), Author: "bucketops-bridge --seed", Source: filepath.ToSlash(filepath.Join(dir, app)),
+			Data: rel.Bytes, Resources: rel.Resources(), Author: "bucketops-bridge --seed",
+			Source: filepath.ToSlash(filepath.Join(dir, app)), IfGeneration: &noHead,
 		})
-		if err != nil {
+		switch {
+		case errors.Is(err, store.ErrConflict):
+			log.Info("not seeded: the app already has releases", "app", app)
+		case err != nil:
 			return err
+		default:
+			log.Info("seeded", "app", app, "generation", res.Generation)
 		}
-		log.Info("seeded", "app", app, "generation", res.Generation, "unchanged", res.Unchanged)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/user"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -71,7 +70,6 @@ type publishFlags struct {
 	author       string
 	message      string
 	ifGeneration int64
-	timeout      time.Duration
 }
 
 func (f *publishFlags) register(cmd *cobra.Command, withSource bool) {
@@ -83,7 +81,6 @@ func (f *publishFlags) register(cmd *cobra.Command, withSource bool) {
 	fs.StringVar(&f.author, "author", "", "who publishes (default: the CI identity from the CI variables, else user@host)")
 	fs.StringVarP(&f.message, "message", "m", "", "free text recorded with the release")
 	fs.Int64Var(&f.ifGeneration, "if-generation", -1, "strict mode: write only if the head is this generation (0: only if the app has no release); one attempt, otherwise exit 3")
-	fs.DurationVar(&f.timeout, "timeout", 2*time.Minute, "give up retrying after this long (exit 1)")
 }
 
 func (f *publishFlags) publication(cmd *cobra.Command, e *env) store.Publication {

@@ -24,10 +24,15 @@ func main() {
 
 // run executes one command line; main is the only caller that exits.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	root := newRoot(&env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv})
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	root := newRoot(e)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	return root.ExecuteContext(ctx)
+	err := root.ExecuteContext(ctx)
+	if e.cancel != nil {
+		e.cancel()
+	}
+	return err
 }

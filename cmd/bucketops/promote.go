@@ -63,8 +63,7 @@ func (e *env) copyRelease(cmd *cobra.Command, f *publishFlags, src store.Ref, ds
 	if err := f.validate(); err != nil {
 		return err
 	}
-	ctx, cancel := withTimeout(cmd.Context(), f.timeout)
-	defer cancel()
+	ctx := cmd.Context()
 	s, closeStore, err := e.openStore(ctx)
 	if err != nil {
 		return err

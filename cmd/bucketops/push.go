@@ -47,8 +47,7 @@ refused as stale (exit 4).`,
 			p.Data = rel.Bytes
 			p.Resources = rel.Resources()
 
-			ctx, cancel := withTimeout(cmd.Context(), f.timeout)
-			defer cancel()
+			ctx := cmd.Context()
 			s, closeStore, err := e.openStore(ctx)
 			if err != nil {
 				return err

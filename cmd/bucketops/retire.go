@@ -23,8 +23,7 @@ only release that may be empty: an empty push is an error, never a prune.`,
 			if err := f.validate(); err != nil {
 				return err
 			}
-			ctx, cancel := withTimeout(cmd.Context(), f.timeout)
-			defer cancel()
+			ctx := cmd.Context()
 			s, closeStore, err := e.openStore(ctx)
 			if err != nil {
 				return err

@@ -40,7 +40,8 @@ func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.As(err, &usage), errors.Is(err, store.ErrInvalidApp), errors.Is(err, render.ErrInvalid), errors.Is(err, store.ErrBucket):
+	case errors.As(err, &usage), errors.Is(err, store.ErrInvalidApp), errors.Is(err, store.ErrInvalidLocation),
+		errors.Is(err, render.ErrInvalid), errors.Is(err, store.ErrBucket):
 		return exitInvalid
 	case errors.Is(err, store.ErrStale):
 		return exitStale
@@ -59,6 +60,8 @@ type env struct {
 	bucket  string
 	output  string
 	verbose bool
+	timeout time.Duration
+	cancel  context.CancelFunc
 }
 
 func newRoot(e *env) *cobra.Command {
@@ -73,10 +76,20 @@ update and an older pipeline never overwrites a newer one.
 The bucket comes from --bucket gs://BUCKET[/PREFIX] or BUCKETOPS_BUCKET.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// With no subcommand matched, the arguments are a mistyped command.
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			if e.output != "text" && e.output != "json" {
 				return usagef("-o %q: use text or json", e.output)
 			}
+			if e.timeout <= 0 {
+				return usagef("--timeout %s: give a positive duration such as 30s or 2m", e.timeout)
+			}
+			// Every request of the command finishes within --timeout.
+			ctx, cancel := context.WithTimeout(cmd.Context(), e.timeout)
+			cmd.SetContext(ctx)
+			e.cancel = cancel
 			return nil
 		},
 	}
@@ -85,9 +98,10 @@ The bucket comes from --bucket gs://BUCKET[/PREFIX] or BUCKETOPS_BUCKET.`,
 	pf.StringVar(&e.bucket, "bucket", "", "the bucket, gs://BUCKET[/PREFIX] (default $BUCKETOPS_BUCKET)")
 	pf.StringVarP(&e.output, "output", "o", "text", "output format: text or json")
 	pf.BoolVarP(&e.verbose, "verbose", "v", false, "log requests and retries to stderr")
+	pf.DurationVar(&e.timeout, "timeout", 2*time.Minute, "give up (exit 1) when the command, retries included, takes longer")
 	root.AddCommand(
 		newPush(e), newLog(e), newShow(e), newDiff(e), newPromote(e), newRollback(e),
-		newRetire(e), newLs(e), newVersion(e),
+		newRetire(e), newLs(e), newVersion(e), newPlugin(e),
 	)
 	return root
 }
@@ -147,14 +161,6 @@ func (e *env) printJSON(v any) error {
 
 func (e *env) table() *tabwriter.Writer {
 	return tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-}
-
-// withTimeout bounds a command's requests; 0 means no bound beyond ctx.
-func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if d <= 0 {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, d)
 }
 
 func shortDigest(d string) string {
