@@ -8,11 +8,19 @@ import (
 )
 
 func ExampleAssembleStream() {
-	rel, err := render.AssembleStream("stdin", strings.NewReader(`
+	// The output of helm template or kustomize build, piped to stdin.
+	rel, err := render.AssembleStream("stdin", strings.NewReader(`---
 apiVersion: v1
 kind: ConfigMap
 metadata:
   name: settings
+  namespace: payments
+data:
+  mode: live
+
+
+---
+# nothing here
 ---
 apiVersion: v1
 kind: Namespace
@@ -24,25 +32,28 @@ metadata:
 		return
 	}
 	fmt.Print(string(rel.Bytes))
-	fmt.Println(rel.Resources(), "resources")
+	for _, o := range rel.Objects {
+		fmt.Println(o)
+	}
+
+	_, err = render.AssembleStream("stdin", strings.NewReader("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  namespace: payments\n"))
+	fmt.Println(err)
 	// Output:
 	// # Source: stdin
 	// apiVersion: v1
 	// kind: ConfigMap
 	// metadata:
 	//   name: settings
+	//   namespace: payments
+	// data:
+	//   mode: live
 	// ---
 	// # Source: stdin
 	// apiVersion: v1
 	// kind: Namespace
 	// metadata:
 	//   name: payments
-	// 2 resources
-}
-
-func ExampleAssembleStream_invalid() {
-	_, err := render.AssembleStream("deploy.yaml", strings.NewReader("apiVersion: v1\nmetadata:\n  name: x\n"))
-	fmt.Println(err)
-	// Output:
-	// deploy.yaml: document 1 (line 1): kind: missing; every document must be a Kubernetes object with apiVersion, kind and metadata.name
+	// ConfigMap payments/settings
+	// Namespace payments
+	// stdin: document 1 (line 1): metadata.name: missing; every document must be a Kubernetes object with apiVersion, kind and metadata.name
 }

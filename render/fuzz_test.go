@@ -10,34 +10,41 @@ import (
 	"github.com/bucketops/bucketops/render"
 )
 
-// FuzzAssemble feeds arbitrary streams to AssembleStream and Parse: neither
-// may panic, every rejection is an ErrInvalid, and whatever is accepted
-// parses back to the same objects.
+// FuzzAssemble feeds arbitrary bytes to AssembleStream and Parse. Neither may
+// panic, every rejection wraps ErrInvalid, and an assembled release parses
+// back to the same objects and digest.
 func FuzzAssemble(f *testing.F) {
-	f.Add([]byte(cmA))
-	f.Add([]byte(deploy + "---\n" + cmA))
-	f.Add([]byte("--- {apiVersion: v1, kind: A, metadata: {name: x}}\n...\n"))
-	f.Add([]byte("a: &x [*x]\n"))
+	f.Add([]byte(configMap("prod", "a") + "---\n" + configMap("prod", "b")))
+	f.Add([]byte("--- --- {apiVersion: v1, kind: A, metadata: {name: x}}\n... # end\n"))
+	f.Add([]byte("apiVersion: v1\nkind: A\nmetadata: &m {name: x}\nspec: {<<: *m}\n---\na: &x [*x]\n"))
+	f.Add([]byte("# Source: chart/a.yaml\n" + configMap("", "a") + "  s: |+\n    x\n\n"))
 	if secret, err := os.ReadFile("testdata/secret.sops.yaml"); err == nil {
 		f.Add(secret)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if _, err := render.Parse(data); err != nil && !errors.Is(err, render.ErrInvalid) {
-			t.Fatalf("Parse rejected with %v, not an ErrInvalid", err)
+		if parsed, err := render.Parse(data); err != nil {
+			if !errors.Is(err, render.ErrInvalid) {
+				t.Fatalf("Parse failed with %v, not an ErrInvalid", err)
+			}
+		} else if parsed.Digest != render.Digest(data) {
+			t.Fatalf("Parse gave digest %s for data with digest %s", parsed.Digest, render.Digest(data))
 		}
 		rel, err := render.AssembleStream("stdin", bytes.NewReader(data))
 		if err != nil {
 			if !errors.Is(err, render.ErrInvalid) {
-				t.Fatalf("AssembleStream rejected with %v, not an ErrInvalid", err)
+				t.Fatalf("AssembleStream failed with %v, not an ErrInvalid", err)
 			}
 			return
 		}
+		if rel.Resources() == 0 || rel.Digest != render.Digest(rel.Bytes) {
+			t.Fatalf("release of %d objects with digest %s", rel.Resources(), rel.Digest)
+		}
 		back, err := render.Parse(rel.Bytes)
 		if err != nil {
-			t.Fatalf("an assembled stream doesn't parse: %v\n%q", err, rel.Bytes)
+			t.Fatalf("the assembled stream doesn't parse: %v\n%q", err, rel.Bytes)
 		}
 		if back.Digest != rel.Digest || !reflect.DeepEqual(back.Objects, rel.Objects) {
-			t.Fatalf("round trip changed the objects:\n%+v\n%+v", back.Objects, rel.Objects)
+			t.Fatalf("the round trip changed the objects:\n%+v\nwant:\n%+v", back.Objects, rel.Objects)
 		}
 	})
 }
