@@ -2,121 +2,20 @@ package render_test
 
 import (
 	"strings"
-	"testing"
-	"time"
 
-	"filippo.io/age"
-	"github.com/getsops/sops/v3"
-	"github.com/getsops/sops/v3/aes"
-	sopsage "github.com/getsops/sops/v3/age"
-	"github.com/getsops/sops/v3/keyservice"
-	sopsyaml "github.com/getsops/sops/v3/stores/yaml"
+	"github.com/bucketops/bucketops/render/sopstest"
 )
 
-// This file makes SOPS documents at test time, with the sops library the
-// way `sops encrypt` does (cmd/sops/encrypt.go and common.EncryptTree), so
-// the tests hold no fixture that could drift from what sops writes.
+// The SOPS documents of these tests are made at test time by sopstest.
+var (
+	newAgeKeys    = sopstest.NewAgeKeys
+	keyFile       = sopstest.KeyFile
+	recipientsOf  = sopstest.Recipients
+	encryptSecret = sopstest.EncryptSecret
+	sopsEncrypt   = sopstest.Encrypt
+)
 
-// secretsRegex is what a Kubernetes Secret is usually encrypted with: its
-// identity stays readable, its values don't.
-const secretsRegex = "^(data|stringData)$"
-
-// sopsVersion is the version of the sops module in go.mod, which its
-// version package would give if importing it didn't pull in another module.
-const sopsVersion = "3.13.3"
-
-// newAgeKeys generates n age identities.
-func newAgeKeys(t testing.TB, n int) []*age.X25519Identity {
-	t.Helper()
-	ids := make([]*age.X25519Identity, n)
-	for i := range ids {
-		id, err := age.GenerateX25519Identity()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids[i] = id
-	}
-	return ids
-}
-
-// keyFile writes identities the way age-keygen does.
-func keyFile(ids ...*age.X25519Identity) []byte {
-	var b strings.Builder
-	for _, id := range ids {
-		b.WriteString("# created: 2026-01-02T03:04:05Z\n")
-		b.WriteString("# public key: " + id.Recipient().String() + "\n")
-		b.WriteString(id.String() + "\n\n")
-	}
-	return []byte(b.String())
-}
-
-// recipientsOf returns the public keys of identities.
-func recipientsOf(ids ...*age.X25519Identity) []string {
-	r := make([]string, len(ids))
-	for i, id := range ids {
-		r[i] = id.Recipient().String()
-	}
-	return r
-}
-
-// encryptSecret encrypts a YAML document for age recipients, values under
-// data and stringData only, as `sops encrypt --age R1,R2
-// --encrypted-regex '^(data|stringData)$'` does.
-func encryptSecret(t testing.TB, plainYAML string, recipients ...string) []byte {
-	t.Helper()
-	doc, _ := sopsEncrypt(t, plainYAML, secretsRegex, recipients...)
-	return doc
-}
-
-// sopsEncrypt encrypts a YAML document for age recipients under
-// encryptedRegex ("" for sops' default: every value) and also returns the
-// data key, for tests that forge what only a key holder could write.
-func sopsEncrypt(t testing.TB, plainYAML, encryptedRegex string, recipients ...string) (doc, dataKey []byte) {
-	t.Helper()
-	store := &sopsyaml.Store{}
-	branches, err := store.LoadPlainFile([]byte(plainYAML))
-	if err != nil {
-		t.Fatalf("sops cannot load the document: %v", err)
-	}
-	var group sops.KeyGroup
-	for _, r := range recipients {
-		key, err := sopsage.MasterKeyFromRecipient(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		group = append(group, key)
-	}
-	tree := sops.Tree{
-		Branches: branches,
-		Metadata: sops.Metadata{
-			KeyGroups:      []sops.KeyGroup{group},
-			EncryptedRegex: encryptedRegex,
-			Version:        sopsVersion,
-		},
-	}
-	if encryptedRegex == "" {
-		tree.Metadata.UnencryptedSuffix = sops.DefaultUnencryptedSuffix
-	}
-	dataKey, errs := tree.GenerateDataKeyWithKeyServices([]keyservice.KeyServiceClient{keyservice.NewLocalClient()})
-	if len(errs) > 0 {
-		t.Fatalf("sops cannot make a data key: %v", errs)
-	}
-	cipher := aes.NewCipher()
-	mac, err := tree.Encrypt(dataKey, cipher)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tree.Metadata.LastModified = time.Now().UTC()
-	tree.Metadata.MessageAuthenticationCode, err = cipher.Encrypt(mac, dataKey, tree.Metadata.LastModified.Format(time.RFC3339))
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err = store.EmitEncryptedFile(tree)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return doc, dataKey
-}
+const secretsRegex = sopstest.SecretsRegex
 
 // relDoc is one document of a release and the file it came from.
 type relDoc struct {

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bucketops/bucketops/store"
+)
+
+// maxManifestBytes bounds what generate buffers: a rendered release is a
+// 10 MiB release with its Secrets decrypted.
+const maxManifestBytes = 64 << 20
+
+func newPlugin(e *env) *cobra.Command {
+	plugin := &cobra.Command{
+		Use:   "plugin",
+		Short: "Commands run by Argo CD's Config Management Plugin",
+	}
+	generate := &cobra.Command{
+		Use:   "generate",
+		Short: "Print an app's rendered manifests for Argo CD (the CMP generate command)",
+		Long: `generate asks the bridge for the app's rendered release and prints it. It reads
+the app from the plugin parameter app (PARAM_APP), else the Application's env
+entry BUCKETOPS_APP (ARGOCD_ENV_BUCKETOPS_APP); an optional parameter generation
+(PARAM_GENERATION) pins a release. The bridge comes from BUCKETOPS_BRIDGE and the
+bearer token (role plugin) from the file BUCKETOPS_TOKEN_FILE.
+
+It fails closed: on any failure it prints nothing on stdout, one line on stderr
+saying what failed for which app and generation, and exits non-zero, so Argo CD
+reports an error instead of pruning the app. It writes no files.`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Argo CD kills the plugin after ARGOCD_EXEC_TIMEOUT (90s):
+			// answer well before, unless told otherwise.
+			ctx := cmd.Context()
+			if !cmd.Flags().Changed("timeout") {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, 50*time.Second)
+				defer cancel()
+			}
+			body, err := e.generate(ctx)
+			if err != nil {
+				// One line, whatever the cause said.
+				return errors.New(strings.Join(strings.Fields(err.Error()), " "))
+			}
+			_, err = e.stdout.Write(body)
+			return err
+		},
+	}
+	plugin.AddCommand(generate)
+	return plugin
+}
+
+func (e *env) generate(ctx context.Context) ([]byte, error) {
+	app := e.getenv("PARAM_APP")
+	if app == "" {
+		app = e.getenv("ARGOCD_ENV_BUCKETOPS_APP")
+	}
+	if app == "" {
+		return nil, usagef("no app: set the plugin parameter app (or the env entry BUCKETOPS_APP) on the Application")
+	}
+	ref := store.Ref{App: app}
+	if g := e.getenv("PARAM_GENERATION"); g != "" {
+		gen, err := strconv.ParseInt(g, 10, 64)
+		if err != nil || gen <= 0 {
+			return nil, usagef("%s: parameter generation %q is not a generation number", app, g)
+		}
+		ref.Generation = gen
+	}
+	if err := store.ValidateApp(app); err != nil {
+		return nil, err
+	}
+	what := ref.String()
+	if ref.Generation == 0 {
+		what += " (head)"
+	}
+	bridge := strings.TrimRight(e.getenv("BUCKETOPS_BRIDGE"), "/")
+	if bridge == "" {
+		return nil, usagef("%s: BUCKETOPS_BRIDGE is not set; it is the bridge's URL, e.g. http://bucketops-bridge.argocd.svc:8080", what)
+	}
+	tokenFile := e.getenv("BUCKETOPS_TOKEN_FILE")
+	if tokenFile == "" {
+		return nil, usagef("%s: BUCKETOPS_TOKEN_FILE is not set; it names the file holding the plugin's bearer token", what)
+	}
+	token, err := os.ReadFile(tokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("%s: read the bearer token: %w", what, err)
+	}
+
+	u := bridge + "/v1/apps/" + app + "/-/manifests"
+	if ref.Generation != 0 {
+		u += "?generation=" + url.QueryEscape(strconv.FormatInt(ref.Generation, 10))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: BUCKETOPS_BRIDGE %q: %w", what, bridge, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s: bridge unreachable: %w", what, err)
+	}
+	defer resp.Body.Close()
+	// Read it all before printing anything: a connection cut mid-body must
+	// not leave a partial stream for Argo CD to apply.
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxManifestBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading the bridge's answer: %w", what, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var eb struct{ Error, Reason string }
+		if json.Unmarshal(body, &eb) != nil || eb.Error == "" {
+			eb.Error, eb.Reason = strings.TrimSpace(string(body)), "http_"+strconv.Itoa(resp.StatusCode)
+		}
+		return nil, fmt.Errorf("%s: %s (%d): %s", what, eb.Reason, resp.StatusCode, eb.Error)
+	}
+	if len(body) > maxManifestBytes {
+		return nil, fmt.Errorf("%s: the rendered release exceeds %d MiB", what, maxManifestBytes>>20)
+	}
+	if gen := resp.Header.Get("X-Bucketops-Generation"); gen != "" {
+		what = app + "@" + gen
+	}
+	if len(bytes.TrimSpace(body)) == 0 && resp.Header.Get("X-Bucketops-Kind") != store.KindTombstone {
+		return nil, fmt.Errorf("%s: the bridge answered with no manifests for a release that isn't a tombstone; refusing to let Argo CD prune the app", what)
+	}
+	return body, nil
+}

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bucketops/bucketops/render"
+	"github.com/bucketops/bucketops/store"
+	"github.com/bucketops/bucketops/store/storetest"
+	"github.com/bucketops/bucketops/webhook"
+)
+
+const testPluginToken = "plugin-token-0123456789abcdef"
+
+// startAPI serves the bridge's API over a fresh bucket and points the plugin
+// at it the way the argocd-repo-server sidecar does: environment variables,
+// a token file, a working directory of its own.
+func startAPI(t *testing.T) *store.Store {
+	t.Helper()
+	b := storetest.New(t, true)
+	st := b.Store(t, "")
+	dec, err := render.NewDecrypter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := webhook.New(webhook.Config{
+		Releases: st, Renderer: dec, Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(),
+		Tokens: []webhook.Token{webhook.NewToken(webhook.RolePlugin, testPluginToken)}, CacheBytes: 1 << 20,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Routes())
+	t.Cleanup(hs.Close)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(testPluginToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BUCKETOPS_BRIDGE", hs.URL)
+	t.Setenv("BUCKETOPS_TOKEN_FILE", tokenFile)
+	t.Setenv("PARAM_APP", "")
+	t.Setenv("PARAM_GENERATION", "")
+	t.Setenv("ARGOCD_ENV_BUCKETOPS_APP", "")
+	work := t.TempDir()
+	t.Chdir(work)
+	t.Setenv("TMPDIR", t.TempDir())
+	t.Cleanup(func() {
+		for _, dir := range []string{work, os.Getenv("TMPDIR")} {
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Errorf("the plugin left files in %s: %v", dir, entries)
+			}
+		}
+	})
+	return st
+}
+
+func publish(t *testing.T, st *store.Store, app, stream string) store.Result {
+	t.Helper()
+	rel, err := render.AssembleStream("stdin", strings.NewReader(stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Publish(t.Context(), app, store.Publication{Data: rel.Bytes, Resources: rel.Resources()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestPluginGeneratePrintsTheRelease(t *testing.T) {
+	st := startAPI(t)
+	v1 := publish(t, st, "prod/api", configMap("a", "1"))
+	publish(t, st, "prod/api", configMap("a", "2"))
+
+	t.Setenv("PARAM_APP", "prod/api")
+	out := bucketops(t, "", "plugin", "generate").must(t)
+	if want := "# Source: stdin\n" + configMap("a", "2"); out.stdout != want {
+		t.Errorf("generate printed:\n%s\nwant:\n%s", out.stdout, want)
+	}
+	t.Setenv("PARAM_GENERATION", strings.TrimPrefix(v1.Ref().String(), "prod/api@"))
+	if out := bucketops(t, "", "plugin", "generate").must(t); !strings.Contains(out.stdout, `value: "1"`) {
+		t.Errorf("a pinned generation printed %q", out.stdout)
+	}
+
+	// The Application's env entry is the fallback for the parameter.
+	t.Setenv("PARAM_APP", "")
+	t.Setenv("PARAM_GENERATION", "")
+	t.Setenv("ARGOCD_ENV_BUCKETOPS_APP", "prod/api")
+	if out := bucketops(t, "", "plugin", "generate").must(t); !strings.Contains(out.stdout, `value: "2"`) {
+		t.Errorf("app from ARGOCD_ENV_BUCKETOPS_APP printed %q", out.stdout)
+	}
+}
+
+func TestPluginGenerateTombstoneIsEmpty(t *testing.T) {
+	st := startAPI(t)
+	publish(t, st, "dev/old", configMap("a", "1"))
+	if _, err := st.Retire(t.Context(), "dev/old", store.Publication{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PARAM_APP", "dev/old")
+	if out := bucketops(t, "", "plugin", "generate").must(t); out.stdout != "" {
+		t.Errorf("a tombstone printed %q", out.stdout)
+	}
+}
+
+func TestPluginGenerateFailsClosed(t *testing.T) {
+	st := startAPI(t)
+	publish(t, st, "prod/api", configMap("a", "1"))
+	cases := []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"no app", map[string]string{}, []string{"no app", "parameter app"}},
+		{"a missing app", map[string]string{"PARAM_APP": "prod/nope"}, []string{"prod/nope (head)", "app_not_found", "404"}},
+		{"an unknown generation", map[string]string{"PARAM_APP": "prod/api", "PARAM_GENERATION": "42"}, []string{"prod/api@42", "generation_not_found"}},
+		{"an app that escapes", map[string]string{"PARAM_APP": "../etc"}, []string{`"../etc"`}},
+		{"a wrong token", map[string]string{"PARAM_APP": "prod/api", "BUCKETOPS_TOKEN_FILE": writeToken(t, "wrong-token-0123456789abcdef")}, []string{"unauthenticated", "401"}},
+		{"a missing token file", map[string]string{"PARAM_APP": "prod/api", "BUCKETOPS_TOKEN_FILE": "/nonexistent/token"}, []string{"bearer token", "/nonexistent/token"}},
+		{"an unreachable bridge", map[string]string{"PARAM_APP": "prod/api", "BUCKETOPS_BRIDGE": "http://127.0.0.1:1"}, []string{"prod/api (head)", "bridge unreachable"}},
+		{"no bridge configured", map[string]string{"PARAM_APP": "prod/api", "BUCKETOPS_BRIDGE": ""}, []string{"BUCKETOPS_BRIDGE"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			r := bucketops(t, "", "plugin", "generate")
+			if r.code == 0 || r.stdout != "" {
+				t.Errorf("exit %d with stdout %q; want a failure and nothing on stdout", r.code, r.stdout)
+			}
+			if strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+				t.Errorf("stderr is not one line: %q", r.stderr)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("stderr doesn't say %q: %s", w, r.stderr)
+				}
+			}
+		})
+	}
+}
+
+func writeToken(t *testing.T, token string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(p, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -1,0 +1,118 @@
+// Package sopstest makes SOPS-encrypted documents and age keys at test time
+// with the sops library, the way `sops encrypt` does (cmd/sops/encrypt.go and
+// common.EncryptTree), so tests hold no fixture that could drift from what
+// sops writes.
+package sopstest
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"filippo.io/age"
+	"github.com/getsops/sops/v3"
+	"github.com/getsops/sops/v3/aes"
+	sopsage "github.com/getsops/sops/v3/age"
+	"github.com/getsops/sops/v3/keyservice"
+	sopsyaml "github.com/getsops/sops/v3/stores/yaml"
+)
+
+// SecretsRegex is what a Kubernetes Secret is usually encrypted with: its
+// identity stays readable, its values don't.
+const SecretsRegex = "^(data|stringData)$"
+
+// sopsVersion is the version of the sops module in go.mod.
+const sopsVersion = "3.13.3"
+
+// NewAgeKeys generates n age identities.
+func NewAgeKeys(t testing.TB, n int) []*age.X25519Identity {
+	t.Helper()
+	ids := make([]*age.X25519Identity, n)
+	for i := range ids {
+		id, err := age.GenerateX25519Identity()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+	}
+	return ids
+}
+
+// KeyFile writes identities the way age-keygen does.
+func KeyFile(ids ...*age.X25519Identity) []byte {
+	var b strings.Builder
+	for _, id := range ids {
+		b.WriteString("# created: 2026-01-02T03:04:05Z\n")
+		b.WriteString("# public key: " + id.Recipient().String() + "\n")
+		b.WriteString(id.String() + "\n\n")
+	}
+	return []byte(b.String())
+}
+
+// Recipients returns the public keys of identities.
+func Recipients(ids ...*age.X25519Identity) []string {
+	r := make([]string, len(ids))
+	for i, id := range ids {
+		r[i] = id.Recipient().String()
+	}
+	return r
+}
+
+// EncryptSecret encrypts a YAML document for age recipients, values under
+// data and stringData only, as `sops encrypt --age R1,R2
+// --encrypted-regex '^(data|stringData)$'` does.
+func EncryptSecret(t testing.TB, plainYAML string, recipients ...string) []byte {
+	t.Helper()
+	doc, _ := Encrypt(t, plainYAML, SecretsRegex, recipients...)
+	return doc
+}
+
+// Encrypt encrypts a YAML document for age recipients under encryptedRegex
+// ("" for sops' default: every value) and also returns the data key, for
+// tests that forge what only a key holder could write.
+func Encrypt(t testing.TB, plainYAML, encryptedRegex string, recipients ...string) (doc, dataKey []byte) {
+	t.Helper()
+	store := &sopsyaml.Store{}
+	branches, err := store.LoadPlainFile([]byte(plainYAML))
+	if err != nil {
+		t.Fatalf("sops cannot load the document: %v", err)
+	}
+	var group sops.KeyGroup
+	for _, r := range recipients {
+		key, err := sopsage.MasterKeyFromRecipient(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		group = append(group, key)
+	}
+	tree := sops.Tree{
+		Branches: branches,
+		Metadata: sops.Metadata{
+			KeyGroups:      []sops.KeyGroup{group},
+			EncryptedRegex: encryptedRegex,
+			Version:        sopsVersion,
+		},
+	}
+	if encryptedRegex == "" {
+		tree.Metadata.UnencryptedSuffix = sops.DefaultUnencryptedSuffix
+	}
+	dataKey, errs := tree.GenerateDataKeyWithKeyServices([]keyservice.KeyServiceClient{keyservice.NewLocalClient()})
+	if len(errs) > 0 {
+		t.Fatalf("sops cannot make a data key: %v", errs)
+	}
+	cipher := aes.NewCipher()
+	mac, err := tree.Encrypt(dataKey, cipher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree.Metadata.LastModified = time.Now().UTC()
+	tree.Metadata.MessageAuthenticationCode, err = cipher.Encrypt(mac, dataKey, tree.Metadata.LastModified.Format(time.RFC3339))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err = store.EmitEncryptedFile(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc, dataKey
+}

@@ -1,0 +1,102 @@
+package webhook
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+)
+
+// Role is what a bearer token may do.
+type Role string
+
+const (
+	// RolePlugin may read rendered manifests, and nothing else: it is the
+	// token the Argo CD plugin holds, next to decrypted Secrets.
+	RolePlugin Role = "plugin"
+	// RoleReader may read everything but manifests: apps, history, status.
+	RoleReader Role = "reader"
+)
+
+// minTokenBytes keeps guessable tokens out.
+const minTokenBytes = 16
+
+// Token is one bearer token and its role. Only its hash is kept.
+type Token struct {
+	Role Role
+	hash [sha256.Size]byte
+}
+
+// LoadToken reads a token from a file: its content, trimmed of surrounding
+// whitespace, is the bearer token.
+func LoadToken(role Role, path string) (Token, error) {
+	if role != RolePlugin && role != RoleReader {
+		return Token{}, fmt.Errorf("token file %s: unknown role %q, use plugin or reader", path, role)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Token{}, fmt.Errorf("token file: %w", err)
+	}
+	secret := strings.TrimSpace(string(data))
+	if len(secret) < minTokenBytes || strings.ContainsAny(secret, " \t\r\n") {
+		return Token{}, fmt.Errorf("token file %s: a token is one line of at least %d characters without spaces (openssl rand -hex 32)", path, minTokenBytes)
+	}
+	return NewToken(role, secret), nil
+}
+
+// NewToken makes a token from its secret value.
+func NewToken(role Role, secret string) Token {
+	return Token{Role: role, hash: sha256.Sum256([]byte(secret))}
+}
+
+var (
+	errNoToken   = errors.New("missing bearer token: send Authorization: Bearer <token>")
+	errBadToken  = errors.New("invalid bearer token")
+	errWrongRole = errors.New("this token's role may not use this route")
+)
+
+// authenticate returns the role of the request's bearer token. Every
+// configured token is compared, in constant time, on hashes of equal length,
+// so neither timing nor length tells how close a guess was.
+func (s *Server) authenticate(r *http.Request) (Role, error) {
+	h := r.Header.Get("Authorization")
+	scheme, secret, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || secret == "" {
+		return "", errNoToken
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(secret)))
+	var role Role
+	for _, t := range s.tokens {
+		if subtle.ConstantTimeCompare(got[:], t.hash[:]) == 1 {
+			role = t.Role
+		}
+	}
+	if role == "" {
+		return "", errBadToken
+	}
+	return role, nil
+}
+
+// require lets through requests whose token has the role.
+func (s *Server) require(role Role) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			got, err := s.authenticate(r)
+			switch {
+			case err != nil:
+				s.metrics.authFailures.WithLabelValues("unauthenticated").Inc()
+				w.Header().Set("WWW-Authenticate", `Bearer realm="bucketops"`)
+				s.fail(w, r, http.StatusUnauthorized, "unauthenticated", err)
+				return
+			case got != role:
+				s.metrics.authFailures.WithLabelValues("forbidden").Inc()
+				s.fail(w, r, http.StatusForbidden, "forbidden", fmt.Errorf("%w: a %s token, %s needed", errWrongRole, got, role))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}

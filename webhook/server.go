@@ -1,0 +1,224 @@
+// Package webhook is the bridge's HTTP surface: the manifest API the Argo CD
+// plugin calls, the apps and history API, health and metrics.
+//
+// The contract that matters: a manifest response is either the complete,
+// verified, decrypted release or an error status with nothing Argo CD could
+// apply. Every route but /healthz, /readyz and /metrics needs a bearer token
+// whose role allows it.
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/bucketops/bucketops/store"
+)
+
+// Releases is what the server reads from the bucket.
+type Releases interface {
+	Head(ctx context.Context, app string) (store.Release, error)
+	Read(ctx context.Context, ref store.Ref) (store.Release, []byte, error)
+	History(ctx context.Context, app string, opts store.HistoryOptions) ([]store.Release, error)
+	List(ctx context.Context, prefix string) ([]store.Release, error)
+	Ping(ctx context.Context) error
+}
+
+// Renderer turns a stored release into what Argo CD applies.
+type Renderer interface {
+	Render(data []byte, tombstone bool) ([]byte, error)
+}
+
+// Config is the server's dependencies and limits.
+type Config struct {
+	Releases Releases
+	Renderer Renderer
+	Tokens   []Token
+	Logger   *slog.Logger
+	Registry *prometheus.Registry
+	// CacheBytes bounds the memory held by cached renders; 0 disables the cache.
+	CacheBytes int64
+	// RequestTimeout bounds each request, outbound calls included.
+	RequestTimeout time.Duration
+}
+
+// Validate reports every missing dependency.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Releases == nil {
+		errs = append(errs, errors.New("no releases store"))
+	}
+	if c.Renderer == nil {
+		errs = append(errs, errors.New("no renderer"))
+	}
+	if len(c.Tokens) == 0 {
+		errs = append(errs, errors.New("no bearer token: give at least one --token-file"))
+	}
+	if c.Logger == nil {
+		errs = append(errs, errors.New("no logger"))
+	}
+	if c.Registry == nil {
+		errs = append(errs, errors.New("no metrics registry"))
+	}
+	if c.CacheBytes < 0 {
+		errs = append(errs, errors.New("negative cache size"))
+	}
+	return errors.Join(errs...)
+}
+
+// Server serves the bridge's HTTP API.
+type Server struct {
+	releases Releases
+	renderer Renderer
+	tokens   []Token
+	log      *slog.Logger
+	registry *prometheus.Registry
+	metrics  *metrics
+	cache    *cache
+	inflight singleflight.Group
+	timeout  time.Duration
+}
+
+// New returns a Server for cfg.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = 30 * time.Second
+	}
+	return &Server{
+		releases: cfg.Releases,
+		renderer: cfg.Renderer,
+		tokens:   cfg.Tokens,
+		log:      cfg.Logger,
+		registry: cfg.Registry,
+		metrics:  newMetrics(cfg.Registry),
+		cache:    newCache(cfg.CacheBytes),
+		timeout:  cfg.RequestTimeout,
+	}, nil
+}
+
+// maxBodyBytes caps request bodies; no route takes a large one.
+const maxBodyBytes = 1 << 20
+
+// Routes builds the router.
+func (s *Server) Routes() http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID)
+	r.Use(s.logRequests)
+	r.Use(middleware.Recoverer)
+	r.Use(middleware.Timeout(s.timeout))
+	r.Use(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+			next.ServeHTTP(w, r)
+		})
+	})
+
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("ok\n"))
+	})
+	r.Get("/readyz", s.readyz)
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+
+	r.With(s.require(RoleReader)).Get("/v1/apps", s.listApps)
+	// App paths hold slashes: /v1/apps/prod/payments/-/releases.
+	r.Get("/v1/apps/*", s.appRoute)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, r, http.StatusNotFound, "no_route", fmt.Errorf("no route %s %s", r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, r, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Errorf("%s is not allowed on %s", r.Method, r.URL.Path))
+	})
+	return r
+}
+
+// appRoute splits /v1/apps/{app}/-/{action} and dispatches with the right role.
+func (s *Server) appRoute(w http.ResponseWriter, r *http.Request) {
+	// The escaped path: an encoded slash or dot must not become part of an app.
+	rest := strings.TrimPrefix(r.URL.EscapedPath(), "/v1/apps/")
+	app, action, found := strings.Cut(rest, "/-/")
+	if !found {
+		s.fail(w, r, http.StatusNotFound, "no_route", fmt.Errorf("no route %s: use /v1/apps/APP/-/releases or /v1/apps/APP/-/manifests", r.URL.Path))
+		return
+	}
+	if strings.Contains(app, "%") {
+		s.fail(w, r, http.StatusBadRequest, "invalid_app", fmt.Errorf("%w %q: percent-encoded characters are not allowed in an app path", store.ErrInvalidApp, app))
+		return
+	}
+	if err := store.ValidateApp(app); err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_app", err)
+		return
+	}
+	var h http.Handler
+	switch action {
+	case "releases":
+		h = s.require(RoleReader)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.releasesOf(w, r, app) }))
+	case "manifests":
+		h = s.require(RolePlugin)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.manifests(w, r, app) }))
+	default:
+		s.fail(w, r, http.StatusNotFound, "no_route", fmt.Errorf("unknown action %q: use releases or manifests", action))
+		return
+	}
+	h.ServeHTTP(w, r)
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	if err := s.releases.Ping(ctx); err != nil {
+		s.fail(w, r, http.StatusServiceUnavailable, "bucket_unreachable", err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte("ready\n"))
+}
+
+// errorBody is every error response.
+type errorBody struct {
+	Error  string `json:"error"`
+	Reason string `json:"reason"`
+}
+
+// fail writes an error response; reason is stable for scripts and metrics.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, reason string, err error) {
+	level := slog.LevelInfo
+	if status >= 500 {
+		level = slog.LevelError
+	}
+	s.log.Log(r.Context(), level, "request failed", "path", r.URL.Path, "status", status, "reason", reason, "error", err, "request_id", middleware.GetReqID(r.Context()))
+	writeJSON(w, status, errorBody{Error: err.Error(), Reason: reason})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// logRequests logs each request's outcome; never its headers, which carry tokens.
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		next.ServeHTTP(ww, r)
+		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", ww.Status(), "bytes", ww.BytesWritten(),
+			"duration", time.Since(start), "request_id", middleware.GetReqID(r.Context()))
+	})
+}
