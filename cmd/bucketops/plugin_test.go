@@ -23,6 +23,12 @@ const testPluginToken = "plugin-token-0123456789abcdef"
 // a token file, a working directory of its own.
 func startAPI(t *testing.T) *store.Store {
 	t.Helper()
+	st, _ := startAPIOn(t)
+	return st
+}
+
+func startAPIOn(t *testing.T) (*store.Store, *storetest.Bucket) {
+	t.Helper()
 	b := storetest.New(t, true)
 	st := b.Store(t, "")
 	dec, err := render.NewDecrypter(nil)
@@ -57,7 +63,7 @@ func startAPI(t *testing.T) *store.Store {
 			}
 		}
 	})
-	return st
+	return st, b
 }
 
 func publish(t *testing.T, st *store.Store, app, stream string) store.Result {
@@ -110,8 +116,22 @@ func TestPluginGenerateTombstoneIsEmpty(t *testing.T) {
 }
 
 func TestPluginGenerateFailsClosed(t *testing.T) {
-	st := startAPI(t)
-	publish(t, st, "prod/api", configMap("a", "1"))
+	st, bucket := startAPIOn(t)
+	good := publish(t, st, "prod/api", configMap("a", "1"))
+	// Objects written behind bucketops' back.
+	overwrite := func(app string, data []byte, digest string) {
+		w := bucket.Client.Bucket(storetest.BucketName).Object(app + "/manifests.yaml").NewWriter(t.Context())
+		w.Metadata = map[string]string{"bucketops-digest": digest}
+		w.Write(data)
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	overwrite("prod/corrupt", []byte(configMap("a", "evil")), good.Digest)
+	notK8s := []byte("# Source: x.yaml\nfoo: bar\n")
+	overwrite("prod/notk8s", notK8s, store.Digest(notK8s))
+	badYAML := []byte("# Source: x.yaml\napiVersion: v1\nkind: [\n")
+	overwrite("prod/badyaml", badYAML, store.Digest(badYAML))
 	cases := []struct {
 		name string
 		env  map[string]string
@@ -121,6 +141,9 @@ func TestPluginGenerateFailsClosed(t *testing.T) {
 		{"a missing app", map[string]string{"PARAM_APP": "prod/nope"}, []string{"prod/nope (head)", "app_not_found", "404"}},
 		{"an unknown generation", map[string]string{"PARAM_APP": "prod/api", "PARAM_GENERATION": "42"}, []string{"prod/api@42", "generation_not_found"}},
 		{"an app that escapes", map[string]string{"PARAM_APP": "../etc"}, []string{`"../etc"`}},
+		{"bytes that don't match their digest", map[string]string{"PARAM_APP": "prod/corrupt"}, []string{"prod/corrupt (head)", "digest_mismatch", "502"}},
+		{"a document that isn't a Kubernetes object", map[string]string{"PARAM_APP": "prod/notk8s"}, []string{"prod/notk8s", "invalid_release", "422"}},
+		{"invalid YAML", map[string]string{"PARAM_APP": "prod/badyaml"}, []string{"prod/badyaml", "invalid_release", "x.yaml"}},
 		{"a wrong token", map[string]string{"PARAM_APP": "prod/api", "BUCKETOPS_TOKEN_FILE": writeToken(t, "wrong-token-0123456789abcdef")}, []string{"unauthenticated", "401"}},
 		{"a missing token file", map[string]string{"PARAM_APP": "prod/api", "BUCKETOPS_TOKEN_FILE": "/nonexistent/token"}, []string{"bearer token", "/nonexistent/token"}},
 		{"an unreachable bridge", map[string]string{"PARAM_APP": "prod/api", "BUCKETOPS_BRIDGE": "http://127.0.0.1:1"}, []string{"prod/api (head)", "bridge unreachable"}},
