@@ -361,12 +361,7 @@ func TestReadByGenerationAndDigest(t *testing.T) {
 	}
 
 	// Someone overwrites the object with other bytes, keeping the metadata.
-	w := tb.Client.Bucket(storetest.BucketName).Object(app + "/manifests.yaml").NewWriter(t.Context())
-	w.Metadata = map[string]string{"bucketops-digest": v1.Digest}
-	w.Write([]byte("kind: Evil\n"))
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	tb.Put(t, app+"/manifests.yaml", []byte("kind: Evil\n"), map[string]string{"bucketops-digest": v1.Digest})
 	if _, _, err := s.Read(t.Context(), store.Ref{App: app}); !errors.Is(err, store.ErrCorrupt) {
 		t.Errorf("read of bytes that don't match their digest: %v, want ErrCorrupt", err)
 	}
@@ -452,12 +447,7 @@ func TestBucketChecks(t *testing.T) {
 		// app's first release checks the bucket's settings.
 		tb := storetest.New(t, false)
 		s := tb.Store(t, "")
-		w := tb.Client.Bucket(storetest.BucketName).Object("prod/api/manifests.yaml").NewWriter(t.Context())
-		w.Metadata = map[string]string{"bucketops-digest": "sha256:x"}
-		w.Write([]byte("x"))
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
+		tb.Put(t, "prod/api/manifests.yaml", []byte("x"), map[string]string{"bucketops-digest": "sha256:x"})
 		before := tb.Requests.Load()
 		if _, err := s.Publish(t.Context(), "prod/api", pub("prod/api", 1)); err != nil {
 			t.Fatal(err)
@@ -497,11 +487,7 @@ func TestListAppsUnderPrefix(t *testing.T) {
 		}
 	}
 	// Objects that aren't releases are not apps.
-	w := tb.Client.Bucket(storetest.BucketName).Object("clusters/eu/prod/notes.txt").NewWriter(t.Context())
-	w.Write([]byte("hi"))
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	tb.Put(t, "clusters/eu/prod/notes.txt", []byte("hi"), nil)
 	if err := tb.Client.Bucket(storetest.BucketName).Object("other/prod/x/manifests.yaml").NewWriter(t.Context()).Close(); err != nil {
 		t.Fatal(err)
 	}

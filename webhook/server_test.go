@@ -122,12 +122,7 @@ func (b *bridge) publish(t testing.TB, app, stream string) store.Result {
 // overwrite writes bytes behind bucketops' back, with metadata of our choosing.
 func (b *bridge) overwrite(t *testing.T, app string, data []byte, digest string) {
 	t.Helper()
-	w := b.bucket.Client.Bucket(storetest.BucketName).Object(app + "/manifests.yaml").NewWriter(t.Context())
-	w.Metadata = map[string]string{"bucketops-digest": digest}
-	w.Write(data)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	b.bucket.Put(t, app+"/manifests.yaml", data, map[string]string{"bucketops-digest": digest})
 }
 
 func TestAuthentication(t *testing.T) {

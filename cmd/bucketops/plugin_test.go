@@ -120,12 +120,7 @@ func TestPluginGenerateFailsClosed(t *testing.T) {
 	good := publish(t, st, "prod/api", configMap("a", "1"))
 	// Objects written behind bucketops' back.
 	overwrite := func(app string, data []byte, digest string) {
-		w := bucket.Client.Bucket(storetest.BucketName).Object(app + "/manifests.yaml").NewWriter(t.Context())
-		w.Metadata = map[string]string{"bucketops-digest": digest}
-		w.Write(data)
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
+		bucket.Put(t, app+"/manifests.yaml", data, map[string]string{"bucketops-digest": digest})
 	}
 	overwrite("prod/corrupt", []byte(configMap("a", "evil")), good.Digest)
 	notK8s := []byte("# Source: x.yaml\nfoo: bar\n")
