@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -35,12 +37,6 @@ published, by whom, from what, with which sequence and digest. Page with
 			if err != nil {
 				return err
 			}
-			if e.json() {
-				if rels == nil {
-					rels = []store.Release{}
-				}
-				return e.printJSON(rels)
-			}
 			return e.printReleases(rels, false)
 		},
 	}
@@ -49,8 +45,15 @@ published, by whom, from what, with which sequence and digest. Page with
 	return cmd
 }
 
-// printReleases writes a table of releases; withApp adds the app column (ls).
+// printReleases writes releases as a JSON array (never null), or a table;
+// withApp adds the app column (ls).
 func (e *env) printReleases(rels []store.Release, withApp bool) error {
+	if e.json() {
+		if rels == nil {
+			rels = []store.Release{}
+		}
+		return e.printJSON(rels)
+	}
 	tw := e.table()
 	if withApp {
 		fmt.Fprint(tw, "APP\t")
@@ -78,20 +81,15 @@ func (e *env) printReleases(rels []store.Release, withApp bool) error {
 	return tw.Flush()
 }
 
-// oneLine keeps a table row on one line whatever the message holds.
+// oneLine keeps a table row on one line and short, whatever the message holds.
 func oneLine(s string) string {
-	out := []rune{}
-	for _, r := range s {
-		if r == '\n' || r == '\r' || r == '\t' {
-			r = ' '
-		}
-		out = append(out, r)
-		if len(out) >= 60 {
-			return string(out) + "…"
-		}
-	}
-	if len(out) == 0 {
+	const max = 60
+	s = strings.Join(strings.Fields(s), " ")
+	switch {
+	case s == "":
 		return "-"
+	case utf8.RuneCountInString(s) > max:
+		return string([]rune(s)[:max]) + "…"
 	}
-	return string(out)
+	return s
 }

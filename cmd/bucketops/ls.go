@@ -30,12 +30,6 @@ func newLs(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if e.json() {
-				if rels == nil {
-					rels = []store.Release{}
-				}
-				return e.printJSON(rels)
-			}
 			return e.printReleases(rels, true)
 		},
 	}

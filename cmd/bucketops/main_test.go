@@ -302,3 +302,16 @@ func TestVersion(t *testing.T) {
 		t.Errorf("version: %q", out)
 	}
 }
+
+func TestOneLineKeepsTableRowsShort(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                      "-",
+		"fix\nthe\tbug":         "fix the bug",
+		strings.Repeat("é", 60): strings.Repeat("é", 60),
+		strings.Repeat("é", 61): strings.Repeat("é", 60) + "…",
+	} {
+		if got := oneLine(in); got != want {
+			t.Errorf("oneLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

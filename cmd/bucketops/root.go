@@ -24,7 +24,6 @@ const (
 	exitInvalid  = 2
 	exitConflict = 3
 	exitStale    = 4
-	exitDeploy   = 5
 )
 
 // usageError marks a command line the user has to fix.
