@@ -106,6 +106,8 @@ func classify(ref store.Ref, err error) (int, string) {
 		return http.StatusUnprocessableEntity, "invalid_release"
 	case errors.Is(err, store.ErrBucket):
 		return http.StatusServiceUnavailable, "bucket_unavailable"
+	case errors.Is(err, store.ErrAccess):
+		return http.StatusServiceUnavailable, "bucket_access_denied"
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout, "timeout"
 	}

@@ -295,6 +295,7 @@ func TestAppsAndHistory(t *testing.T) {
 
 func TestReadinessFollowsTheBucket(t *testing.T) {
 	b := newBridge(t, nil)
+	b.publish(t, "prod/api", configMap("a", "1"))
 	if r := b.get(t, "/readyz", ""); r.status != 200 {
 		t.Fatalf("ready: %d %s", r.status, r.body)
 	}
@@ -304,6 +305,9 @@ func TestReadinessFollowsTheBucket(t *testing.T) {
 	})
 	if r := b.get(t, "/readyz", ""); r.status != 503 || r.reason(t) != "bucket_unreachable" {
 		t.Errorf("readiness with the bucket refusing: %d %s", r.status, r.body)
+	}
+	if r := b.get(t, "/v1/apps/prod/api/-/manifests", pluginToken); r.status != 503 || r.reason(t) != "bucket_access_denied" {
+		t.Errorf("a render the bucket refuses: %d %s; want 503 bucket_access_denied", r.status, r.body)
 	}
 	b.bucket.Intercept(nil)
 	if r := b.get(t, "/readyz", ""); r.status != 200 {
