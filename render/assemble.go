@@ -250,7 +250,7 @@ func manifestFiles(root string) ([]manifestFile, error) {
 				if err := walk(p, r); err != nil {
 					return err
 				}
-			case !isManifest(name):
+			case !IsManifest(name):
 			case t&fs.ModeSymlink != 0:
 				info, err := os.Stat(p)
 				if err != nil {
@@ -280,7 +280,9 @@ func manifestFiles(root string) ([]manifestFile, error) {
 	return files, nil
 }
 
-func isManifest(name string) bool {
+// IsManifest reports whether a file name is one AssembleDir reads:
+// *.yaml, *.yml or *.json.
+func IsManifest(name string) bool {
 	switch path.Ext(name) {
 	case ".yaml", ".yml", ".json":
 		return true

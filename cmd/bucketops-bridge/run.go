@@ -268,8 +268,10 @@ func seed(ctx context.Context, st *store.Store, dir string, log *slog.Logger) er
 		if err != nil {
 			return err
 		}
-		ext := strings.ToLower(filepath.Ext(path))
-		if !d.IsDir() && (ext == ".yaml" || ext == ".yml" || ext == ".json") {
+		if d.IsDir() && path != dir && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir // as AssembleDir does
+		}
+		if !d.IsDir() && !strings.HasPrefix(d.Name(), ".") && render.IsManifest(d.Name()) {
 			rel, err := filepath.Rel(dir, filepath.Dir(path))
 			if err != nil {
 				return err
