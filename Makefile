@@ -31,6 +31,7 @@ bench:
 	@mkdir -p $(BIN)
 	$(GO) test -run '^$$' -bench . -benchtime 200x -count 3 ./store/ | tee $(BIN)/bench.txt
 	$(GO) test -run '^$$' -bench BenchmarkManifests -benchtime 30x -count 3 ./webhook/ | tee -a $(BIN)/bench.txt
+	$(GO) test -run '^$$' -bench BenchmarkNotifyToRefresh -benchtime 200x -count 3 ./deploy/ | tee -a $(BIN)/bench.txt
 
 FUZZTIME ?= 60s
 fuzz:

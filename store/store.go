@@ -176,13 +176,13 @@ func (s *Store) objectName(app string) string {
 	return s.loc.Prefix + "/" + app + "/" + ObjectName
 }
 
-// appOf returns the app for an object name, or false for an object that
-// isn't a release object under the prefix.
-func (s *Store) appOf(name string) (string, bool) {
+// App returns the app whose release object is name, or false for an object
+// that isn't a release object under the location's prefix.
+func (l Location) App(name string) (string, bool) {
 	rest := name
-	if s.loc.Prefix != "" {
+	if l.Prefix != "" {
 		var ok bool
-		if rest, ok = strings.CutPrefix(name, s.loc.Prefix+"/"); !ok {
+		if rest, ok = strings.CutPrefix(name, l.Prefix+"/"); !ok {
 			return "", false
 		}
 	}
@@ -325,7 +325,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]Release, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list %s: %w", s.loc, s.translate(ctx, err))
 		}
-		if app, ok := s.appOf(attrs.Name); ok {
+		if app, ok := s.loc.App(attrs.Name); ok {
 			out = append(out, s.release(app, attrs, true))
 		}
 	}

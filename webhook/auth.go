@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -58,26 +59,27 @@ var (
 	errWrongRole = errors.New("this token's role may not use this route")
 )
 
-// authenticate returns the role of the request's bearer token. Every
-// configured token is compared, in constant time, on hashes of equal length,
-// so neither timing nor length tells how close a guess was.
-func (s *Server) authenticate(r *http.Request) (Role, error) {
+// authenticate returns the roles of the request's bearer token (a token
+// file may be given for more than one role). Every configured token is
+// compared, in constant time, on hashes of equal length, so neither timing
+// nor length tells how close a guess was.
+func (s *Server) authenticate(r *http.Request) ([]Role, error) {
 	h := r.Header.Get("Authorization")
 	scheme, secret, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || secret == "" {
-		return "", errNoToken
+		return nil, errNoToken
 	}
 	got := sha256.Sum256([]byte(strings.TrimSpace(secret)))
-	var role Role
+	var roles []Role
 	for _, t := range s.tokens {
 		if subtle.ConstantTimeCompare(got[:], t.hash[:]) == 1 {
-			role = t.Role
+			roles = append(roles, t.Role)
 		}
 	}
-	if role == "" {
-		return "", errBadToken
+	if len(roles) == 0 {
+		return nil, errBadToken
 	}
-	return role, nil
+	return roles, nil
 }
 
 // require lets through requests whose token has the role.
@@ -91,9 +93,9 @@ func (s *Server) require(role Role) func(http.Handler) http.Handler {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="bucketops"`)
 				s.fail(w, r, http.StatusUnauthorized, "unauthenticated", err)
 				return
-			case got != role:
+			case !slices.Contains(got, role):
 				s.metrics.authFailures.WithLabelValues("forbidden").Inc()
-				s.fail(w, r, http.StatusForbidden, "forbidden", fmt.Errorf("%w: a %s token, %s needed", errWrongRole, got, role))
+				s.fail(w, r, http.StatusForbidden, "forbidden", fmt.Errorf("%w: a %s token, %s needed", errWrongRole, got[0], role))
 				return
 			}
 			next.ServeHTTP(w, r)

@@ -10,6 +10,10 @@ import (
 	"github.com/bucketops/bucketops/store"
 )
 
+// HeaderApplication carries the Argo CD Application instance name
+// (ARGOCD_APP_NAME) on a manifest request from the plugin.
+const HeaderApplication = "X-Bucketops-Application"
+
 // rendered is one release as Argo CD gets it.
 type rendered struct {
 	release store.Release
@@ -71,6 +75,12 @@ func (s *Server) manifests(w http.ResponseWriter, r *http.Request, app string) {
 	s.metrics.renderSeconds.WithLabelValues(cacheLabel).Observe(time.Since(start).Seconds())
 	s.metrics.cacheBytes.Set(float64(s.cache.size()))
 
+	if s.deploys != nil {
+		// Argo CD's repo-server passes the Application's instance name to
+		// the plugin, which passes it on: the status API needs to know what
+		// each Application was given.
+		s.deploys.Served(out.release.App, r.Header.Get(HeaderApplication), out.release.Generation)
+	}
 	h := w.Header()
 	h.Set("Content-Type", "application/yaml")
 	h.Set("Content-Length", strconv.Itoa(len(out.body)))

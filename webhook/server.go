@@ -1,10 +1,11 @@
 // Package webhook is the bridge's HTTP surface: the manifest API the Argo CD
-// plugin calls, the apps and history API, health and metrics.
+// plugin calls, the apps, history and deploy status API, the Pub/Sub push
+// endpoint, health and metrics.
 //
 // The contract that matters: a manifest response is either the complete,
 // verified, decrypted release or an error status with nothing Argo CD could
 // apply. Every route but /healthz, /readyz and /metrics needs a bearer token
-// whose role allows it.
+// whose role allows it, or for Pub/Sub push, Google's OIDC token.
 package webhook
 
 import (
@@ -23,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/bucketops/bucketops/deploy"
 	"github.com/bucketops/bucketops/store"
 )
 
@@ -51,6 +53,16 @@ type Config struct {
 	CacheBytes int64
 	// RequestTimeout bounds each request, outbound calls included.
 	RequestTimeout time.Duration
+	// Deploys takes bucket notifications, hears which generation was served
+	// to which Application, and answers deploy status. Nil turns the status
+	// and Pub/Sub push routes off.
+	Deploys *deploy.Deployer
+	// Location is where the releases live: notifications for anything else
+	// are ignored.
+	Location store.Location
+	// Push authenticates Pub/Sub push deliveries; nil turns the push route
+	// off.
+	Push *PushAuth
 }
 
 // Validate reports every missing dependency.
@@ -74,6 +86,14 @@ func (c Config) Validate() error {
 	if c.CacheBytes < 0 {
 		errs = append(errs, errors.New("negative cache size"))
 	}
+	if c.Push != nil {
+		if c.Deploys == nil {
+			errs = append(errs, errors.New("pubsub push needs a deployer"))
+		}
+		if err := c.Push.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -88,6 +108,9 @@ type Server struct {
 	cache    *cache
 	inflight singleflight.Group
 	timeout  time.Duration
+	deploys  *deploy.Deployer
+	location store.Location
+	push     *PushAuth
 }
 
 // New returns a Server for cfg.
@@ -107,6 +130,9 @@ func New(cfg Config) (*Server, error) {
 		metrics:  newMetrics(cfg.Registry),
 		cache:    newCache(cfg.CacheBytes),
 		timeout:  cfg.RequestTimeout,
+		deploys:  cfg.Deploys,
+		location: cfg.Location,
+		push:     cfg.Push,
 	}, nil
 }
 
@@ -135,6 +161,9 @@ func (s *Server) Routes() http.Handler {
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 
 	r.With(s.require(RoleReader)).Get("/v1/apps", s.listApps)
+	if s.push != nil {
+		r.Post("/v1/pubsub/push", s.pubsubPush)
+	}
 	// App paths hold slashes: /v1/apps/prod/payments/-/releases.
 	r.Get("/v1/apps/*", s.appRoute)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
@@ -152,7 +181,7 @@ func (s *Server) appRoute(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.EscapedPath(), "/v1/apps/")
 	app, action, found := strings.Cut(rest, "/-/")
 	if !found {
-		s.fail(w, r, http.StatusNotFound, "no_route", fmt.Errorf("no route %s: use /v1/apps/APP/-/releases or /v1/apps/APP/-/manifests", r.URL.Path))
+		s.fail(w, r, http.StatusNotFound, "no_route", fmt.Errorf("no route %s: use /v1/apps/APP/-/releases, /v1/apps/APP/-/manifests or /v1/apps/APP/-/status", r.URL.Path))
 		return
 	}
 	if strings.Contains(app, "%") {
@@ -169,8 +198,14 @@ func (s *Server) appRoute(w http.ResponseWriter, r *http.Request) {
 		h = s.require(RoleReader)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.releasesOf(w, r, app) }))
 	case "manifests":
 		h = s.require(RolePlugin)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.manifests(w, r, app) }))
+	case "status":
+		if s.deploys == nil {
+			s.fail(w, r, http.StatusNotImplemented, "no_argocd", deploy.ErrNoArgoCD)
+			return
+		}
+		h = s.require(RoleReader)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.deployStatus(w, r, app) }))
 	default:
-		s.fail(w, r, http.StatusNotFound, "no_route", fmt.Errorf("unknown action %q: use releases or manifests", action))
+		s.fail(w, r, http.StatusNotFound, "no_route", fmt.Errorf("unknown action %q: use releases, manifests or status", action))
 		return
 	}
 	h.ServeHTTP(w, r)

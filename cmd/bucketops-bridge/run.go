@@ -15,13 +15,16 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/storage"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/api/option"
 
+	"github.com/bucketops/bucketops/deploy"
 	"github.com/bucketops/bucketops/emulator"
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/store"
@@ -38,6 +41,16 @@ type config struct {
 	tokenFiles []tokenFile
 	ageKeyFile string
 	cacheBytes int64
+
+	// Notifications and Argo CD.
+	subscription  string
+	pollInterval  time.Duration
+	pushAudience  string
+	pushAccount   string
+	argocd        deploy.ArgoCD
+	argocdNS      string
+	sync, prune   bool
+	argocdWorkers int
 }
 
 // tokenFile is one --token-file ROLE=PATH.
@@ -65,6 +78,31 @@ func (c config) Validate() error {
 	if c.cacheBytes < 0 {
 		errs = append(errs, errors.New("--cache-bytes must not be negative"))
 	}
+	if c.subscription != "" && !subscriptionName.MatchString(c.subscription) {
+		errs = append(errs, fmt.Errorf("--subscription %q: want projects/PROJECT/subscriptions/SUBSCRIPTION", c.subscription))
+	}
+	if c.bucket == "" && c.subscription != "" {
+		errs = append(errs, errors.New("--subscription is for a real bucket; local mode subscribes to its own Pub/Sub"))
+	}
+	if c.pollInterval < 0 || (c.pollInterval > 0 && c.pollInterval < time.Second) {
+		errs = append(errs, fmt.Errorf("--poll-interval %s: use 0 (off) or at least 1s", c.pollInterval))
+	}
+	if (c.pushAudience == "") != (c.pushAccount == "") {
+		errs = append(errs, errors.New("Pub/Sub push needs both --pubsub-audience and --pubsub-service-account (the push subscription's OIDC audience and service account)"))
+	}
+	if c.argocd.Server != "" || c.argocd.TokenFile != "" {
+		if err := c.argocd.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	} else if c.sync || c.prune {
+		errs = append(errs, errors.New("--sync and --sync-prune need --argocd-server and --argocd-token-file"))
+	}
+	if c.prune && !c.sync {
+		errs = append(errs, errors.New("--sync-prune prunes in the syncs --sync starts: give --sync too"))
+	}
+	if c.argocdWorkers < 1 {
+		errs = append(errs, errors.New("--argocd-workers must be at least 1"))
+	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
 		errs = append(errs, fmt.Errorf("--log-level %q: use debug, info, warn or error", c.logLevel))
@@ -91,6 +129,19 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	})
 	fs.StringVar(&c.ageKeyFile, "age-key-file", os.Getenv("SOPS_AGE_KEY_FILE"), "age identities for SOPS documents, loaded once at start (default $SOPS_AGE_KEY_FILE)")
 	fs.Int64Var(&c.cacheBytes, "cache-bytes", 256<<20, "memory bound of the render cache")
+	fs.StringVar(&c.subscription, "subscription", "", "projects/P/subscriptions/S: a Pub/Sub pull subscription on the bucket's notification topic")
+	fs.DurationVar(&c.pollInterval, "poll-interval", time.Minute, "list the bucket's heads this often to catch lost notifications; 0 turns polling off")
+	fs.StringVar(&c.pushAudience, "pubsub-audience", "", "accept Pub/Sub push at /v1/pubsub/push with OIDC tokens for this audience")
+	fs.StringVar(&c.pushAccount, "pubsub-service-account", "", "the service account email the push subscription signs its OIDC tokens as")
+	fs.StringVar(&c.argocd.Server, "argocd-server", "", "Argo CD API server host:port; empty: no refreshes, no syncs, no status")
+	fs.StringVar(&c.argocd.TokenFile, "argocd-token-file", "", "file holding the Argo CD API token (a project role with get and sync on the apps)")
+	fs.BoolVar(&c.argocd.GRPCWeb, "argocd-grpc-web", false, "talk gRPC-web to Argo CD (through proxies without HTTP/2)")
+	fs.BoolVar(&c.argocd.PlainText, "argocd-plaintext", false, "talk to Argo CD without TLS")
+	fs.BoolVar(&c.argocd.Insecure, "argocd-insecure", false, "don't verify Argo CD's TLS certificate")
+	fs.StringVar(&c.argocdNS, "argocd-namespace", "argocd", "Argo CD's control-plane namespace")
+	fs.BoolVar(&c.sync, "sync", false, "after the refresh, sync Applications that are out of sync and have no automated sync policy")
+	fs.BoolVar(&c.prune, "sync-prune", false, "prune in the syncs --sync starts")
+	fs.IntVar(&c.argocdWorkers, "argocd-workers", 4, "concurrent Argo CD refreshes")
 	if err := fs.Parse(args); err != nil {
 		return c, usageError{err}
 	}
@@ -142,7 +193,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := st.CheckBucket(ctx); err != nil {
 		return err
 	}
-	return srv.serve(ctx, st, nil)
+	var sub *pubsub.Subscriber
+	if cfg.subscription != "" {
+		var closeSub func()
+		if sub, closeSub, err = subscribe(ctx, cfg.subscription); err != nil {
+			return err
+		}
+		defer closeSub()
+	}
+	return srv.serve(ctx, st, sub, nil)
 }
 
 // bridge is one run of the server.
@@ -169,6 +228,11 @@ func (b bridge) runLocal(ctx context.Context) error {
 	loc := store.Location{Bucket: emu.Bucket()}
 	b.log.Info("local mode: embedded GCS emulator", "url", emu.URL(), "bucket", loc.String(), "data", b.cfg.dataDir)
 	st := store.New(client, loc, b.log)
+	sub, stopPubsub, err := startLocalPubsub(ctx, client, loc)
+	if err != nil {
+		return err
+	}
+	defer stopPubsub()
 	if b.cfg.seedDir != "" {
 		if err := seed(ctx, st, b.cfg.seedDir, b.log); err != nil {
 			return fmt.Errorf("local mode: --seed %s: %w", b.cfg.seedDir, err)
@@ -180,39 +244,78 @@ func (b bridge) runLocal(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	files := map[webhook.Role]string{}
+	// One token for both roles: in one shell, the plugin (manifests) and
+	// CI and auditors (push --wait, wait, history) are the same person.
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return err
+	}
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(hex.EncodeToString(secret)+"\n"), 0o600); err != nil {
+		return err
+	}
 	for _, role := range []webhook.Role{webhook.RolePlugin, webhook.RoleReader} {
-		secret := make([]byte, 32)
-		if _, err := rand.Read(secret); err != nil {
-			return err
-		}
-		files[role] = filepath.Join(dir, string(role)+".token")
-		if err := os.WriteFile(files[role], []byte(hex.EncodeToString(secret)+"\n"), 0o600); err != nil {
-			return err
-		}
 		b.tokens = append(b.tokens, webhook.NewToken(role, hex.EncodeToString(secret)))
 	}
-	return b.serve(ctx, st, func(w io.Writer, url string) {
+	return b.serve(ctx, st, sub, func(w io.Writer, url string) {
 		fmt.Fprintf(w, "export BUCKETOPS_BUCKET=%s\n", loc)
 		fmt.Fprintf(w, "export STORAGE_EMULATOR_HOST=%s\n", emu.Host())
 		fmt.Fprintf(w, "export BUCKETOPS_BRIDGE=%s\n", url)
-		fmt.Fprintf(w, "export BUCKETOPS_TOKEN_FILE=%s\n", files[webhook.RolePlugin])
-		fmt.Fprintf(w, "# reader token (apps, history): %s\n", files[webhook.RoleReader])
+		fmt.Fprintf(w, "export BUCKETOPS_TOKEN_FILE=%s\n", tokenFile)
+		fmt.Fprintf(w, "# pubsub: %s (PUBSUB_EMULATOR_HOST=%s), bucket notifications to %s\n", localSubscription, os.Getenv("PUBSUB_EMULATOR_HOST"), localTopic)
 	})
 }
 
 // serve runs the HTTP surface until ctx ends, then shuts down gracefully.
-func (b bridge) serve(ctx context.Context, st *store.Store, exports func(w io.Writer, url string)) error {
+func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscriber, exports func(w io.Writer, url string)) error {
+	reg := newRegistry()
+	dcfg := deploy.Config{
+		Releases: st, Namespace: b.cfg.argocdNS, Sync: b.cfg.sync, Prune: b.cfg.prune,
+		Workers: b.cfg.argocdWorkers, Logger: b.log.With("component", "deploy"), Registry: reg,
+	}
+	if b.cfg.argocd.Server != "" {
+		dcfg.Connect = b.cfg.argocd.Connect
+	}
+	deployer, err := deploy.New(dcfg)
+	if err != nil {
+		return err
+	}
+	var push *webhook.PushAuth
+	if b.cfg.pushAudience != "" {
+		push = &webhook.PushAuth{Audience: b.cfg.pushAudience, ServiceAccount: b.cfg.pushAccount, Keys: webhook.GoogleKeys(ctx)}
+	}
 	api, err := webhook.New(webhook.Config{
 		Releases:   st,
 		Renderer:   b.decrypter,
 		Tokens:     b.tokens,
 		Logger:     b.log,
-		Registry:   newRegistry(),
+		Registry:   reg,
 		CacheBytes: b.cfg.cacheBytes,
+		Deploys:    deployer,
+		Location:   st.Location(),
+		Push:       push,
 	})
 	if err != nil {
 		return err
+	}
+	// Intake (pull, polling) and Argo CD calls run beside the HTTP server
+	// and stop with it.
+	bg, stopBG := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		stopBG()
+		wg.Wait()
+	}()
+	wg.Go(func() { deployer.Run(bg) })
+	if sub != nil {
+		b.log.Info("pulling bucket notifications", "subscription", sub.String())
+		wg.Go(func() { deployer.Receive(bg, sub, st.Location()) })
+	}
+	if b.cfg.pollInterval > 0 {
+		wg.Go(func() { deployer.Poll(bg, b.cfg.pollInterval) })
+	}
+	if !deployer.Enabled() {
+		b.log.Info("no --argocd-server: releases are tracked, Argo CD isn't told")
 	}
 	ln, err := net.Listen("tcp", b.cfg.listen)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -86,17 +85,9 @@ func (e *env) generate(ctx context.Context) ([]byte, error) {
 	if ref.Generation == 0 {
 		what += " (head)"
 	}
-	bridge := strings.TrimRight(e.getenv("BUCKETOPS_BRIDGE"), "/")
-	if bridge == "" {
-		return nil, usagef("%s: BUCKETOPS_BRIDGE is not set; it is the bridge's URL, e.g. http://bucketops-bridge.argocd.svc:8080", what)
-	}
-	tokenFile := e.getenv("BUCKETOPS_TOKEN_FILE")
-	if tokenFile == "" {
-		return nil, usagef("%s: BUCKETOPS_TOKEN_FILE is not set; it names the file holding the plugin's bearer token", what)
-	}
-	token, err := os.ReadFile(tokenFile)
+	bridge, token, err := e.bridge("plugin")
 	if err != nil {
-		return nil, fmt.Errorf("%s: read the bearer token: %w", what, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 
 	u := bridge + "/v1/apps/" + app + "/-/manifests"
@@ -107,7 +98,12 @@ func (e *env) generate(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: BUCKETOPS_BRIDGE %q: %w", what, bridge, err)
 	}
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	req.Header.Set("Authorization", "Bearer "+token)
+	// Argo CD's repo-server names the Application: the bridge's status API
+	// records which generation each Application was served.
+	if name := e.getenv("ARGOCD_APP_NAME"); name != "" {
+		req.Header.Set("X-Bucketops-Application", name)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s: bridge unreachable: %w", what, err)

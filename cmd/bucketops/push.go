@@ -11,6 +11,7 @@ import (
 
 func newPush(e *env) *cobra.Command {
 	var f publishFlags
+	var w waitFlags
 	cmd := &cobra.Command{
 		Use:   "push APP PATH|-",
 		Short: "Validate manifests and publish them as the app's new release",
@@ -21,7 +22,10 @@ as a new generation of APP.
 
 Publishing the bytes the head already holds prints "unchanged" and exits 0, so
 CI retries are safe. A release whose --sequence is lower than the head's is
-refused as stale (exit 4).`,
+refused as stale (exit 4).
+
+With --wait, push then waits until Argo CD has deployed the release (exit 0) or
+failed to (exit 5), as bucketops wait does.`,
 		Example: `  bucketops push prod/payments ./rendered --sequence "$GITHUB_RUN_NUMBER"
   helm template ./chart | bucketops push prod/payments - --sequence 42 -o json`,
 		Args: args(cobra.ExactArgs(2)),
@@ -53,14 +57,29 @@ refused as stale (exit 4).`,
 				return err
 			}
 			defer closeStore()
+			if w.wait {
+				// Check before publishing, not after.
+				if _, _, err := e.bridge("reader"); err != nil {
+					return fmt.Errorf("--wait: %w", err)
+				}
+			}
 			res, err := s.Publish(ctx, app, p)
 			if err != nil {
 				return err
 			}
-			return e.printResult(res)
+			if !w.wait {
+				return e.printResult(res)
+			}
+			if !e.json() {
+				if err := e.printResult(res); err != nil {
+					return err
+				}
+			}
+			return e.waitDeployed(cmd, res.Ref(), w.timeout)
 		},
 	}
 	f.register(cmd, true)
+	w.register(cmd, true)
 	return cmd
 }
 

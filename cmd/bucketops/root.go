@@ -24,6 +24,7 @@ const (
 	exitInvalid  = 2
 	exitConflict = 3
 	exitStale    = 4
+	// exitNotDeployed (5, wait.go): the release failed, or the wait timed out.
 )
 
 // usageError marks a command line the user has to fix.
@@ -42,6 +43,8 @@ func exitCode(err error) int {
 	case errors.As(err, &usage), errors.Is(err, store.ErrInvalidApp), errors.Is(err, store.ErrInvalidLocation),
 		errors.Is(err, render.ErrInvalid), errors.Is(err, store.ErrBucket):
 		return exitInvalid
+	case errors.Is(err, errNotDeployed):
+		return exitNotDeployed
 	case errors.Is(err, store.ErrStale):
 		return exitStale
 	case errors.Is(err, store.ErrConflict):
@@ -61,6 +64,8 @@ type env struct {
 	verbose bool
 	timeout time.Duration
 	cancel  context.CancelFunc
+	// base is the command's context before --timeout: waits have their own.
+	base context.Context
 }
 
 func newRoot(e *env) *cobra.Command {
@@ -86,6 +91,7 @@ The bucket comes from --bucket gs://BUCKET[/PREFIX] or BUCKETOPS_BUCKET.`,
 				return usagef("--timeout %s: give a positive duration such as 30s or 2m", e.timeout)
 			}
 			// Every request of the command finishes within --timeout.
+			e.base = cmd.Context()
 			ctx, cancel := context.WithTimeout(cmd.Context(), e.timeout)
 			cmd.SetContext(ctx)
 			e.cancel = cancel
@@ -100,7 +106,7 @@ The bucket comes from --bucket gs://BUCKET[/PREFIX] or BUCKETOPS_BUCKET.`,
 	pf.DurationVar(&e.timeout, "timeout", 2*time.Minute, "give up (exit 1) when the command, retries included, takes longer")
 	root.AddCommand(
 		newPush(e), newLog(e), newShow(e), newDiff(e), newPromote(e), newRollback(e),
-		newRetire(e), newLs(e), newVersion(e), newPlugin(e),
+		newRetire(e), newLs(e), newVersion(e), newPlugin(e), newWait(e),
 	)
 	return root
 }

@@ -1,0 +1,529 @@
+// Package argocdtest is a fake Argo CD API server for tests: Argo CD's own
+// generated gRPC service (application.ApplicationServiceServer) on a
+// loopback port, reached through Argo CD's own client. It keeps
+// Applications in memory, streams their changes to watchers as
+// argocd-server does, records hard refreshes and syncs, and answers them
+// with scripted outcomes.
+//
+// Argo CD's status times (reconciledAt, an operation's startedAt and
+// finishedAt) are metav1.Time: they cross the wire with one-second
+// precision, as with a real Argo CD.
+package argocdtest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
+	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	"github.com/argoproj/gitops-engine/pkg/health"
+	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/bucketops/bucketops/deploy"
+)
+
+// Namespace is the control-plane namespace Applications live in by default.
+const Namespace = "argocd"
+
+// Call is one recorded refresh or sync.
+type Call struct {
+	// Method is "refresh" or "sync".
+	Method    string
+	Name      string
+	Namespace string
+	Prune     bool
+	At        time.Time
+}
+
+// Server is the fake. Its methods are safe for concurrent use.
+type Server struct {
+	addr  string
+	token string
+
+	mu        sync.Mutex
+	apps      map[string]*v1alpha1.Application // by namespace/name
+	version   int
+	calls     []Call
+	lists     int
+	watches   int
+	watchers  map[chan *v1alpha1.ApplicationWatchEvent]struct{}
+	onRefresh func(*v1alpha1.Application)
+	onSync    func(*v1alpha1.Application, *application.ApplicationSyncRequest) error
+	fail      map[string]failure
+	delay     map[string]time.Duration
+}
+
+type failure struct {
+	code codes.Code
+	n    int
+}
+
+// New starts a fake Argo CD on 127.0.0.1, stopped when the test ends.
+func New(t testing.TB) *Server {
+	t.Helper()
+	secret := make([]byte, 16)
+	rand.Read(secret)
+	s := &Server{
+		token:    hex.EncodeToString(secret),
+		apps:     map[string]*v1alpha1.Application{},
+		watchers: map[chan *v1alpha1.ApplicationWatchEvent]struct{}{},
+		fail:     map[string]failure{},
+		delay:    map[string]time.Duration{},
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.addr = ln.Addr().String()
+	gs := grpc.NewServer(grpc.UnaryInterceptor(s.authUnary), grpc.StreamInterceptor(s.authStream))
+	application.RegisterApplicationServiceServer(gs, &service{s: s})
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+	return s
+}
+
+// Addr is host:port of the fake's gRPC API (plaintext).
+func (s *Server) Addr() string { return s.addr }
+
+// Token is the bearer token the fake accepts.
+func (s *Server) Token() string { return s.token }
+
+// ArgoCD returns the bridge's settings for the fake, with the token in a
+// file of the test's temporary directory.
+func (s *Server) ArgoCD(t testing.TB) deploy.ArgoCD {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "argocd.token")
+	if err := os.WriteFile(path, []byte(s.token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return deploy.ArgoCD{Server: s.addr, TokenFile: path, PlainText: true}
+}
+
+// Client returns Argo CD's application client connected to the fake
+// through Argo CD's apiclient, as the bridge connects.
+func (s *Server) Client(t testing.TB) application.ApplicationServiceClient {
+	t.Helper()
+	c, closer, err := s.ArgoCD(t).Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closer.Close() })
+	return c
+}
+
+func (s *Server) authorize(ctx context.Context) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	var got string
+	if v := md.Get("authorization"); len(v) > 0 {
+		got = strings.TrimPrefix(v[0], "Bearer ")
+	} else if v := md.Get("token"); len(v) > 0 {
+		got = v[0] // what Argo CD's own client sends
+	}
+	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(s.token))
+	if subtle.ConstantTimeCompare(a[:], b[:]) != 1 {
+		return status.Error(codes.Unauthenticated, "invalid session: token is not valid")
+	}
+	return nil
+}
+
+func (s *Server) authUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if err := s.authorize(ctx); err != nil {
+		return nil, err
+	}
+	return h(ctx, req)
+}
+
+func (s *Server) authStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if err := s.authorize(ss.Context()); err != nil {
+		return err
+	}
+	return h(srv, ss)
+}
+
+func key(namespace, name string) string {
+	if namespace == "" {
+		namespace = Namespace
+	}
+	return namespace + "/" + name
+}
+
+// PluginApp returns an Application whose source is the bucketops plugin
+// with parameter app=bucketopsApp. Namespace "" is Argo CD's own.
+func PluginApp(name, namespace, bucketopsApp string) *v1alpha1.Application {
+	a := baseApp(name, namespace)
+	a.Spec.Source.Plugin = &v1alpha1.ApplicationSourcePlugin{
+		Name:       deploy.PluginName,
+		Parameters: v1alpha1.ApplicationSourcePluginParameters{{Name: "app", String_: &bucketopsApp}},
+	}
+	return a
+}
+
+// PluginEnvApp is PluginApp naming the app with the plugin env entry
+// BUCKETOPS_APP instead.
+func PluginEnvApp(name, namespace, bucketopsApp string) *v1alpha1.Application {
+	a := baseApp(name, namespace)
+	a.Spec.Source.Plugin = &v1alpha1.ApplicationSourcePlugin{
+		Name: deploy.PluginName,
+		Env:  v1alpha1.Env{{Name: "BUCKETOPS_APP", Value: bucketopsApp}},
+	}
+	return a
+}
+
+func baseApp(name, namespace string) *v1alpha1.Application {
+	if namespace == "" {
+		namespace = Namespace
+	}
+	return &v1alpha1.Application{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: v1alpha1.ApplicationSpec{
+			Project: "default",
+			Source:  &v1alpha1.ApplicationSource{RepoURL: "https://git.example.com/apps.git", Path: ".", TargetRevision: "HEAD"},
+			Destination: v1alpha1.ApplicationDestination{
+				Server: "https://kubernetes.default.svc", Namespace: name,
+			},
+		},
+		Status: v1alpha1.ApplicationStatus{
+			Sync:   v1alpha1.SyncStatus{Status: v1alpha1.SyncStatusCodeUnknown},
+			Health: v1alpha1.HealthStatus{Status: health.HealthStatusUnknown},
+		},
+	}
+}
+
+// Put adds or replaces an Application and tells the watchers.
+func (s *Server) Put(a *v1alpha1.Application) {
+	a = a.DeepCopy()
+	if a.Namespace == "" {
+		a.Namespace = Namespace
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	typ := watch.Modified
+	if _, ok := s.apps[key(a.Namespace, a.Name)]; !ok {
+		typ = watch.Added
+	}
+	s.storeLocked(typ, a)
+}
+
+// Update changes an Application in place and tells the watchers.
+func (s *Server) Update(namespace, name string, mutate func(*v1alpha1.Application)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.apps[key(namespace, name)]
+	if !ok {
+		panic("argocdtest: Update of unknown application " + key(namespace, name))
+	}
+	a = a.DeepCopy()
+	mutate(a)
+	s.storeLocked(watch.Modified, a)
+}
+
+// Delete removes an Application and tells the watchers.
+func (s *Server) Delete(namespace, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.apps[key(namespace, name)]
+	if !ok {
+		return
+	}
+	delete(s.apps, key(namespace, name))
+	s.broadcastLocked(watch.Deleted, a)
+}
+
+// App returns a copy of an Application, or nil.
+func (s *Server) App(namespace, name string) *v1alpha1.Application {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a, ok := s.apps[key(namespace, name)]; ok {
+		return a.DeepCopy()
+	}
+	return nil
+}
+
+func (s *Server) storeLocked(typ watch.EventType, a *v1alpha1.Application) {
+	s.version++
+	a.ResourceVersion = strconv.Itoa(s.version)
+	s.apps[key(a.Namespace, a.Name)] = a
+	s.broadcastLocked(typ, a)
+}
+
+func (s *Server) broadcastLocked(typ watch.EventType, a *v1alpha1.Application) {
+	for ch := range s.watchers {
+		ev := &v1alpha1.ApplicationWatchEvent{Type: typ, Application: *a.DeepCopy()}
+		select {
+		case ch <- ev:
+		default:
+			// A watcher that doesn't keep up is cut off, as argocd-server's
+			// broadcaster does; it reconnects and relists.
+			close(ch)
+			delete(s.watchers, ch)
+		}
+	}
+}
+
+// OnRefresh sets what a hard refresh does to the Application; by default
+// it sets reconciledAt.
+func (s *Server) OnRefresh(f func(*v1alpha1.Application)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onRefresh = f
+}
+
+// OnSync sets what a sync does; by default it succeeds: operation
+// Succeeded, Synced, Healthy.
+func (s *Server) OnSync(f func(*v1alpha1.Application, *application.ApplicationSyncRequest) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onSync = f
+}
+
+// FailNext makes the next n calls of method ("get", "sync", "list",
+// "watch") fail with code.
+func (s *Server) FailNext(method string, code codes.Code, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fail[method] = failure{code: code, n: n}
+}
+
+// Delay slows every call of method down by d.
+func (s *Server) Delay(method string, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.delay[method] = d
+}
+
+// Calls returns every recorded refresh and sync, in order.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Call(nil), s.calls...)
+}
+
+// Refreshes returns the recorded hard refreshes.
+func (s *Server) Refreshes() []Call { return s.only("refresh") }
+
+// Syncs returns the recorded syncs.
+func (s *Server) Syncs() []Call { return s.only("sync") }
+
+func (s *Server) only(method string) []Call {
+	var out []Call
+	for _, c := range s.Calls() {
+		if c.Method == method {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// ListCalls counts List calls; WatchCalls counts Watch calls.
+func (s *Server) ListCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lists
+}
+
+// WatchCalls counts Watch calls.
+func (s *Server) WatchCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.watches
+}
+
+// enter applies FailNext and Delay to a call of method.
+func (s *Server) enter(ctx context.Context, method string) error {
+	s.mu.Lock()
+	d := s.delay[method]
+	f := s.fail[method]
+	fail := f.n > 0
+	if fail {
+		f.n--
+		s.fail[method] = f
+	}
+	s.mu.Unlock()
+	if d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	if fail {
+		return status.Errorf(f.code, "argocdtest: scripted %s failure", method)
+	}
+	return nil
+}
+
+// service implements Argo CD's ApplicationService on the fake's state.
+type service struct {
+	application.UnimplementedApplicationServiceServer
+	s *Server
+}
+
+func (v *service) List(ctx context.Context, q *application.ApplicationQuery) (*v1alpha1.ApplicationList, error) {
+	s := v.s
+	s.mu.Lock()
+	s.lists++
+	s.mu.Unlock()
+	if err := s.enter(ctx, "list"); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := &v1alpha1.ApplicationList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.Itoa(s.version)}}
+	for _, a := range s.apps {
+		if matches(q, a) {
+			out.Items = append(out.Items, *a.DeepCopy())
+		}
+	}
+	return out, nil
+}
+
+func matches(q *application.ApplicationQuery, a *v1alpha1.Application) bool {
+	if q.GetName() != "" && q.GetName() != a.Name {
+		return false
+	}
+	if q.GetAppNamespace() != "" && q.GetAppNamespace() != a.Namespace {
+		return false
+	}
+	if len(q.GetProjects()) > 0 {
+		found := false
+		for _, p := range q.GetProjects() {
+			found = found || p == a.Spec.Project
+		}
+		return found
+	}
+	return true
+}
+
+// Watch replays every matching Application as ADDED, then streams changes,
+// as argocd-server does for a watch without a resource version.
+func (v *service) Watch(q *application.ApplicationQuery, stream application.ApplicationService_WatchServer) error {
+	s := v.s
+	s.mu.Lock()
+	s.watches++
+	s.mu.Unlock()
+	if err := s.enter(stream.Context(), "watch"); err != nil {
+		return err
+	}
+	ch := make(chan *v1alpha1.ApplicationWatchEvent, 1024)
+	s.mu.Lock()
+	var initial []*v1alpha1.ApplicationWatchEvent
+	for _, a := range s.apps {
+		if matches(q, a) {
+			initial = append(initial, &v1alpha1.ApplicationWatchEvent{Type: watch.Added, Application: *a.DeepCopy()})
+		}
+	}
+	s.watchers[ch] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if _, ok := s.watchers[ch]; ok {
+			delete(s.watchers, ch)
+		}
+		s.mu.Unlock()
+	}()
+	for _, ev := range initial {
+		if err := stream.Send(ev); err != nil {
+			return err
+		}
+	}
+	for {
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case ev, ok := <-ch:
+			if !ok {
+				return status.Error(codes.ResourceExhausted, "argocdtest: watcher too slow")
+			}
+			if matches(q, &ev.Application) {
+				if err := stream.Send(ev); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// Get returns an Application; with refresh set it records the refresh and
+// applies OnRefresh before answering, as argocd-server answers once the
+// controller has refreshed.
+func (v *service) Get(ctx context.Context, q *application.ApplicationQuery) (*v1alpha1.Application, error) {
+	s := v.s
+	if err := s.enter(ctx, "get"); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.apps[key(q.GetAppNamespace(), q.GetName())]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "applications.argoproj.io %q not found", q.GetName())
+	}
+	if q.Refresh == nil {
+		return a.DeepCopy(), nil
+	}
+	s.calls = append(s.calls, Call{Method: "refresh", Name: a.Name, Namespace: a.Namespace, At: time.Now()})
+	a = a.DeepCopy()
+	if s.onRefresh != nil {
+		s.onRefresh(a)
+	} else {
+		now := metav1.Now()
+		a.Status.ReconciledAt = &now
+	}
+	s.storeLocked(watch.Modified, a)
+	return a.DeepCopy(), nil
+}
+
+// Sync records the sync and applies OnSync.
+func (v *service) Sync(ctx context.Context, req *application.ApplicationSyncRequest) (*v1alpha1.Application, error) {
+	s := v.s
+	if err := s.enter(ctx, "sync"); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.apps[key(req.GetAppNamespace(), req.GetName())]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "applications.argoproj.io %q not found", req.GetName())
+	}
+	s.calls = append(s.calls, Call{Method: "sync", Name: a.Name, Namespace: a.Namespace, Prune: req.GetPrune(), At: time.Now()})
+	a = a.DeepCopy()
+	if s.onSync != nil {
+		if err := s.onSync(a, req); err != nil {
+			return nil, err
+		}
+	} else {
+		now := metav1.Now()
+		a.Status.OperationState = &v1alpha1.OperationState{
+			Operation:  v1alpha1.Operation{Sync: &v1alpha1.SyncOperation{Prune: req.GetPrune()}},
+			Phase:      synccommon.OperationSucceeded,
+			Message:    "successfully synced (all tasks run)",
+			StartedAt:  now,
+			FinishedAt: &now,
+		}
+		a.Status.Sync.Status = v1alpha1.SyncStatusCodeSynced
+		a.Status.Health.Status = health.HealthStatusHealthy
+		a.Status.ReconciledAt = &now
+	}
+	s.storeLocked(watch.Modified, a)
+	return a.DeepCopy(), nil
+}
+
+// String describes the fake for failure messages.
+func (s *Server) String() string { return fmt.Sprintf("fake Argo CD at %s", s.addr) }

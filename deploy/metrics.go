@@ -1,0 +1,42 @@
+package deploy
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	events     *prometheus.CounterVec
+	latency    prometheus.Histogram
+	argoErrors *prometheus.CounterVec
+	polls      *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer, pending func() float64) (*metrics, error) {
+	m := &metrics{
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bucketops_events_total",
+			Help: "Release events by source (push, pull, poll) and outcome (accepted, duplicate, ignored, malformed, rejected).",
+		}, []string{"source", "outcome"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "bucketops_notify_to_refresh_seconds",
+			Help:    "From a generation's write in the bucket to the Argo CD refresh call for it.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 16),
+		}),
+		argoErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bucketops_argocd_errors_total",
+			Help: "Failed Argo CD calls by call (refresh, sync, list, watch) and gRPC code.",
+		}, []string{"call", "code"}),
+		polls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bucketops_polls_total",
+			Help: "Bucket polls by outcome (ok, error).",
+		}, []string{"outcome"}),
+	}
+	pendingGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "bucketops_apps_pending",
+		Help: "Apps with a generation not yet refreshed in Argo CD.",
+	}, pending)
+	for _, c := range []prometheus.Collector{m.events, m.latency, m.argoErrors, m.polls, pendingGauge} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
