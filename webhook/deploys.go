@@ -78,6 +78,10 @@ func (s *Server) pubsubPush(w http.ResponseWriter, r *http.Request) {
 // deployStatus answers GET /v1/apps/{app}/-/status[?generation=G]: where
 // the generation (default: the head) stands in Argo CD.
 func (s *Server) deployStatus(w http.ResponseWriter, r *http.Request, app string) {
+	if s.deploys == nil {
+		s.fail(w, r, http.StatusNotImplemented, "no_argocd", deploy.ErrNoArgoCD)
+		return
+	}
 	ref := store.Ref{App: app}
 	if g := r.URL.Query().Get("generation"); g != "" {
 		gen, err := strconv.ParseInt(g, 10, 64)

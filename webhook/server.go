@@ -199,10 +199,6 @@ func (s *Server) appRoute(w http.ResponseWriter, r *http.Request) {
 	case "manifests":
 		h = s.require(RolePlugin)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.manifests(w, r, app) }))
 	case "status":
-		if s.deploys == nil {
-			s.fail(w, r, http.StatusNotImplemented, "no_argocd", deploy.ErrNoArgoCD)
-			return
-		}
 		h = s.require(RoleReader)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.deployStatus(w, r, app) }))
 	default:
 		s.fail(w, r, http.StatusNotFound, "no_route", fmt.Errorf("unknown action %q: use releases, manifests or status", action))

@@ -233,6 +233,13 @@ func TestBadFlagsAreUsageErrors(t *testing.T) {
 		{"--bucket", "gs://b", "--data", "/tmp/x"},
 		{"--log-level", "loud"},
 		{"extra"},
+		{"--subscription", "my-sub"},
+		{"--subscription", "projects/p/subscriptions/s"}, // local mode has its own
+		{"--poll-interval", "10ms"},
+		{"--pubsub-audience", "https://x"},
+		{"--argocd-server", "argocd:443"},
+		{"--sync"},
+		{"--argocd-server", "a:443", "--argocd-token-file", "/t", "--sync-prune"},
 	} {
 		err := run(t.Context(), args, io.Discard, io.Discard)
 		var usage usageError

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bucketops/bucketops/deploy/argocdtest"
+)
+
+// TestLocalModeNotifiesArgoCD runs the production path in local mode: the
+// CLI publishes to the embedded bucket, whose notification reaches the
+// in-process Pub/Sub, whose subscription the bridge pulls; the bridge
+// hard-refreshes and syncs the Application in a fake Argo CD, which fetches
+// the manifests from the bridge as the plugin would; push --wait exits 0.
+// Polling is off, so only the notification can have done it.
+func TestLocalModeNotifiesArgoCD(t *testing.T) {
+	argo := argocdtest.New(t)
+	argo.Put(argocdtest.PluginApp("guestbook", "", "dev/guestbook"))
+	settings := argo.ArgoCD(t)
+	b := startBridge(t, "--argocd-server", settings.Server, "--argocd-token-file", settings.TokenFile,
+		"--argocd-plaintext", "--sync", "--poll-interval", "0")
+
+	var token string
+	for _, kv := range b.env {
+		if path, ok := strings.CutPrefix(kv, "BUCKETOPS_TOKEN_FILE="); ok {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			token = strings.TrimSpace(string(data))
+		}
+	}
+	served := make(chan string, 16)
+	argo.OnRefresh(func(a *v1alpha1.Application) {
+		req, _ := http.NewRequest(http.MethodGet, b.url+"/v1/apps/dev/guestbook/-/manifests", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("X-Bucketops-Application", a.Name)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			served <- resp.Header.Get("X-Bucketops-Generation")
+			resp.Body.Close()
+		}
+		now := metav1.Now()
+		a.Status.ReconciledAt = &now
+		a.Status.Sync.Status = v1alpha1.SyncStatusCodeOutOfSync
+	})
+
+	// push --wait with local mode's one token, which is also a reader.
+	out := b.bucketops(t, configMap("1"), "push", "dev/guestbook", "-", "--wait", "--wait-timeout", "30s")
+	if !strings.Contains(out, "deployed dev/guestbook@") {
+		t.Fatalf("push --wait: %s", out)
+	}
+	select {
+	case gen := <-served:
+		if !strings.Contains(out, "@"+gen) {
+			t.Errorf("Argo CD was served generation %s; push printed %s", gen, out)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("Argo CD never fetched the manifests")
+	}
+	if n := len(argo.Syncs()); n != 1 {
+		t.Errorf("%d syncs, want 1", n)
+	}
+	b.stop(t)
+	if !strings.Contains(b.stderr.String(), "pulling bucket notifications") {
+		t.Errorf("the bridge didn't say it pulls notifications:\n%s", b.stderr)
+	}
+}
+
+// TestBridgeWithoutArgoCDStillStarts: an unreachable Argo CD doesn't stop
+// the bridge from serving manifests; the deployer keeps retrying.
+func TestBridgeWithoutReachableArgoCD(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "argocd.token")
+	os.WriteFile(tokenFile, []byte("x\n"), 0o600)
+	b := startBridge(t, "--argocd-server", "127.0.0.1:1", "--argocd-token-file", tokenFile, "--argocd-plaintext")
+	b.bucketops(t, configMap("1"), "push", "dev/x", "-")
+	cmd := exec.Command(filepath.Join(binDir, "bucketops"), "plugin", "generate")
+	cmd.Env = append(os.Environ(), append(b.env, "PARAM_APP=dev/x")...)
+	if out, err := cmd.Output(); err != nil || !strings.Contains(string(out), "ConfigMap") {
+		t.Fatalf("plugin generate with Argo CD down: %v %s", err, out)
+	}
+}
