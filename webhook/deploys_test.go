@@ -72,8 +72,8 @@ func newDeployBridge(t *testing.T) *deployBridge {
 	}
 	srv, err := webhook.New(webhook.Config{
 		Releases: st, Renderer: dec, Logger: slog.New(slog.DiscardHandler), Registry: reg,
-		Tokens:   []webhook.Token{webhook.NewToken(webhook.RolePlugin, pluginToken), webhook.NewToken(webhook.RoleReader, readerToken)},
-		Deploys:  d, Location: st.Location(),
+		Tokens:  []webhook.Token{webhook.NewToken(webhook.RolePlugin, pluginToken), webhook.NewToken(webhook.RoleReader, readerToken)},
+		Deploys: d, Location: st.Location(),
 		Push: &webhook.PushAuth{Audience: pushAudience, ServiceAccount: pushAccount, Keys: issuer.KeySet(context.Background())},
 	})
 	if err != nil {
@@ -302,9 +302,9 @@ func TestDeployStatusRoute(t *testing.T) {
 	}
 
 	for path, want := range map[string]string{
-		"/v1/apps/prod/payments/-/status?generation=x":                                  "invalid_parameter",
+		"/v1/apps/prod/payments/-/status?generation=x":                                 "invalid_parameter",
 		fmt.Sprintf("/v1/apps/prod/payments/-/status?generation=%d", res.Generation+1): "generation_not_found",
-		"/v1/apps/prod/nothing/-/status":                                                "app_not_found",
+		"/v1/apps/prod/nothing/-/status":                                               "app_not_found",
 	} {
 		r := b.get(t, path, readerToken)
 		if got := r.reason(t); got != want {
