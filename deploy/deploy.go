@@ -371,9 +371,11 @@ func (d *Deployer) deployApplication(ctx context.Context, app string, gen int64,
 		d.metrics.latency.Observe(d.now().Sub(at).Seconds())
 	}
 	cctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
-	refreshed, err := d.argo.Get(cctx, &application.ApplicationQuery{
-		Name: &name, AppNamespace: &ns, Project: []string{project}, Refresh: &hard,
-	})
+	q := &application.ApplicationQuery{Name: &name, AppNamespace: &ns, Refresh: &hard}
+	if project != "" {
+		q.Project = []string{project}
+	}
+	refreshed, err := d.argo.Get(cctx, q)
 	cancel()
 	if err != nil {
 		d.metrics.argoErrors.WithLabelValues("refresh", status.Code(err).String()).Inc()
