@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -85,5 +86,33 @@ func TestBridgeWithoutReachableArgoCD(t *testing.T) {
 	cmd.Env = append(os.Environ(), append(b.env, "PARAM_APP=dev/x")...)
 	if out, err := cmd.Output(); err != nil || !strings.Contains(string(out), "ConfigMap") {
 		t.Fatalf("plugin generate with Argo CD down: %v %s", err, out)
+	}
+}
+
+// TestLocalModePollingOnly: with the in-process Pub/Sub off, polling alone
+// gets a release to Argo CD; local mode uses the token file it is given.
+func TestLocalModePollingOnly(t *testing.T) {
+	argo := argocdtest.New(t)
+	argo.Put(argocdtest.PluginApp("guestbook", "", "dev/guestbook"))
+	settings := argo.ArgoCD(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tokenFile, []byte("a-token-for-both-roles-0123456789\n"), 0o600)
+	b := startBridge(t, "--argocd-server", settings.Server, "--argocd-token-file", settings.TokenFile,
+		"--argocd-plaintext", "--local-pubsub=false", "--poll-interval", "1s",
+		"--token-file", "plugin="+tokenFile, "--token-file", "reader="+tokenFile)
+	if !slices.Contains(b.env, "BUCKETOPS_TOKEN_FILE="+tokenFile) {
+		t.Errorf("exports %v, want the given token file", b.env)
+	}
+	b.bucketops(t, configMap("1"), "push", "dev/guestbook", "-")
+	deadline := time.Now().Add(20 * time.Second)
+	for len(argo.Refreshes()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("polling never refreshed the Application")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b.stop(t)
+	if strings.Contains(b.stderr.String(), "pulling bucket notifications") {
+		t.Error("the bridge pulled notifications with --local-pubsub=false")
 	}
 }

@@ -51,6 +51,7 @@ type config struct {
 	argocdNS      string
 	sync, prune   bool
 	argocdWorkers int
+	localPubsub   bool
 }
 
 // tokenFile is one --token-file ROLE=PATH.
@@ -80,6 +81,9 @@ func (c config) Validate() error {
 	}
 	if c.subscription != "" && !subscriptionName.MatchString(c.subscription) {
 		errs = append(errs, fmt.Errorf("--subscription %q: want projects/PROJECT/subscriptions/SUBSCRIPTION", c.subscription))
+	}
+	if c.bucket != "" && !c.localPubsub {
+		errs = append(errs, errors.New("--local-pubsub is for local mode; with --bucket, notifications come from --subscription or push"))
 	}
 	if c.bucket == "" && c.subscription != "" {
 		errs = append(errs, errors.New("--subscription is for a real bucket; local mode subscribes to its own Pub/Sub"))
@@ -142,6 +146,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.sync, "sync", false, "after the refresh, sync Applications that are out of sync and have no automated sync policy")
 	fs.BoolVar(&c.prune, "sync-prune", false, "prune in the syncs --sync starts")
 	fs.IntVar(&c.argocdWorkers, "argocd-workers", 4, "concurrent Argo CD refreshes")
+	fs.BoolVar(&c.localPubsub, "local-pubsub", true, "local mode: run an in-process Pub/Sub fed by the bucket's notifications; false leaves new releases to polling")
 	if err := fs.Parse(args); err != nil {
 		return c, usageError{err}
 	}
@@ -213,7 +218,8 @@ type bridge struct {
 	stdout    io.Writer
 }
 
-// runLocal serves an embedded, versioned GCS emulator, with tokens of its own.
+// runLocal serves an embedded, versioned GCS emulator, with tokens of its
+// own unless --token-file gives them.
 func (b bridge) runLocal(ctx context.Context) error {
 	emu, err := emulator.Start(ctx, emulator.Config{Dir: b.cfg.dataDir, Logger: b.log.With("component", "emulator")})
 	if err != nil {
@@ -228,42 +234,68 @@ func (b bridge) runLocal(ctx context.Context) error {
 	loc := store.Location{Bucket: emu.Bucket()}
 	b.log.Info("local mode: embedded GCS emulator", "url", emu.URL(), "bucket", loc.String(), "data", b.cfg.dataDir)
 	st := store.New(client, loc, b.log)
-	sub, stopPubsub, err := startLocalPubsub(ctx, client, loc)
-	if err != nil {
-		return err
+	var sub *pubsub.Subscriber
+	pubsubLine := "# pubsub: off (--local-pubsub=false); releases are found by polling (--poll-interval)"
+	if b.cfg.localPubsub {
+		var stopPubsub func()
+		if sub, stopPubsub, err = startLocalPubsub(ctx, client, loc); err != nil {
+			return err
+		}
+		defer stopPubsub()
+		pubsubLine = fmt.Sprintf("# pubsub: %s (PUBSUB_EMULATOR_HOST=%s), bucket notifications to %s", localSubscription, os.Getenv("PUBSUB_EMULATOR_HOST"), localTopic)
 	}
-	defer stopPubsub()
 	if b.cfg.seedDir != "" {
 		if err := seed(ctx, st, b.cfg.seedDir, b.log); err != nil {
 			return fmt.Errorf("local mode: --seed %s: %w", b.cfg.seedDir, err)
 		}
 	}
-	// Tokens live only as long as this process, in a private directory.
-	dir, err := os.MkdirTemp("", "bucketops-local-")
+	tokenFile, cleanup, err := b.localToken()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	// One token for both roles: in one shell, the plugin (manifests) and
-	// CI and auditors (push --wait, wait, history) are the same person.
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
-		return err
-	}
-	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(hex.EncodeToString(secret)+"\n"), 0o600); err != nil {
-		return err
-	}
-	for _, role := range []webhook.Role{webhook.RolePlugin, webhook.RoleReader} {
-		b.tokens = append(b.tokens, webhook.NewToken(role, hex.EncodeToString(secret)))
-	}
+	defer cleanup()
 	return b.serve(ctx, st, sub, func(w io.Writer, url string) {
 		fmt.Fprintf(w, "export BUCKETOPS_BUCKET=%s\n", loc)
 		fmt.Fprintf(w, "export STORAGE_EMULATOR_HOST=%s\n", emu.Host())
 		fmt.Fprintf(w, "export BUCKETOPS_BRIDGE=%s\n", url)
 		fmt.Fprintf(w, "export BUCKETOPS_TOKEN_FILE=%s\n", tokenFile)
-		fmt.Fprintf(w, "# pubsub: %s (PUBSUB_EMULATOR_HOST=%s), bucket notifications to %s\n", localSubscription, os.Getenv("PUBSUB_EMULATOR_HOST"), localTopic)
+		fmt.Fprintln(w, pubsubLine)
 	})
+}
+
+// localToken returns the token file local mode exports: the --token-file
+// given for the plugin role, or else one token for both roles, made for
+// this process: in one shell, the plugin (manifests) and CI and auditors
+// (push --wait, wait, history) are the same person.
+func (b *bridge) localToken() (string, func(), error) {
+	for _, tf := range b.cfg.tokenFiles {
+		if tf.role == webhook.RolePlugin {
+			return tf.path, func() {}, nil
+		}
+	}
+	if len(b.cfg.tokenFiles) > 0 {
+		return b.cfg.tokenFiles[0].path, func() {}, nil
+	}
+	// It lives only as long as this process, in a private directory.
+	dir, err := os.MkdirTemp("", "bucketops-local-")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		cleanup()
+		return "", nil, err
+	}
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(hex.EncodeToString(secret)+"\n"), 0o600); err != nil {
+		cleanup()
+		return "", nil, err
+	}
+	for _, role := range []webhook.Role{webhook.RolePlugin, webhook.RoleReader} {
+		b.tokens = append(b.tokens, webhook.NewToken(role, hex.EncodeToString(secret)))
+	}
+	return tokenFile, cleanup, nil
 }
 
 // serve runs the HTTP surface until ctx ends, then shuts down gracefully.
