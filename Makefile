@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 DATA    ?=
 LISTEN  ?= 127.0.0.1:8080
 
-.PHONY: build run test lint bench fuzz clean
+.PHONY: build run test e2e lint bench fuzz clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/bucketops ./cmd/bucketops-bridge
@@ -22,9 +22,21 @@ run: build
 test:
 	$(GO) test -race -count=1 ./...
 
+# End to end: a real Argo CD, kube-apiserver and etcd built from the Go module
+# proxy (cached in ~/.cache/bucketops-e2e), redis from Debian, our bridge and
+# plugin; see docs/testing.md. E2E_RUN='TestScenarios/^3_' runs one scenario.
+E2E_RUN ?= .
+e2e:
+	@command -v redis-server >/dev/null || { \
+		echo "installing redis-server (apt-get)"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get install -y -qq redis-server >/dev/null 2>&1 || { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq redis-server; }; }
+	$(GO) test -tags e2e -count=1 -timeout 50m -v -run '$(E2E_RUN)' ./integration/
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags e2e ./integration/
 
 # Reports requests and wall time per publish; see docs/benchmarks.md.
 bench:

@@ -1,0 +1,576 @@
+//go:build e2e
+
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/option"
+)
+
+// stack is etcd, kube-apiserver, kube-controller-manager, redis, Argo CD
+// (server, repo-server, our plugin's cmp-server, application controller)
+// and our bridge in local mode, all on loopback.
+type stack struct {
+	procs
+	dir        string // scratch: data directories, sockets, the git repository
+	bin        map[string]string
+	kube       *kube
+	repoURL    string
+	argocd     string // argocd-server host:port
+	argoJWT    string
+	bridge     *proc
+	bridgeAddr string
+	bridgeEnv  []string // the export lines of the bridge: what the CLI needs
+	ageKeys    string
+	logf       func(string, ...any)
+}
+
+// repoRoot is the bucketops repository (integration/..).
+func repoRoot() string {
+	wd, _ := os.Getwd()
+	return filepath.Dir(wd)
+}
+
+func startStack(bins map[string]string, ageKeyFile string, logDir string, logf func(string, ...any)) (s *stack, err error) {
+	dir, err := os.MkdirTemp("", "bucketops-e2e-")
+	if err != nil {
+		return nil, err
+	}
+	s = &stack{procs: procs{logs: logDir}, dir: dir, bin: bins, ageKeys: ageKeyFile, logf: logf}
+	defer func() {
+		if err != nil {
+			s.stop()
+			s = nil
+		}
+	}()
+	steps := []struct {
+		name string
+		f    func() error
+	}{
+		{"our binaries", s.buildOurs},
+		{"etcd", s.startEtcd},
+		{"kube-apiserver", s.startAPIServer},
+		{"kube-controller-manager", s.startControllerManager},
+		{"Argo CD settings", s.setupArgoCD},
+		{"git repository", s.gitRepo},
+		{"redis", s.startRedis},
+		{"argocd-server", s.startArgoServer},
+		{"bucketops-bridge", s.startBridge},
+		{"argocd-cmp-server", s.startCMPServer},
+		{"argocd-repo-server", s.startRepoServer},
+		{"argocd-application-controller", s.startController},
+	}
+	for _, st := range steps {
+		start := time.Now()
+		if err := st.f(); err != nil {
+			return nil, fmt.Errorf("%s: %w", st.name, err)
+		}
+		logf("%s up in %s", st.name, time.Since(start).Round(10*time.Millisecond))
+	}
+	return s, nil
+}
+
+func (s *stack) stop() {
+	s.stopAll()
+	os.RemoveAll(s.dir)
+}
+
+func (s *stack) path(parts ...string) string {
+	return filepath.Join(append([]string{s.dir}, parts...)...)
+}
+
+func (s *stack) buildOurs() error {
+	out := s.path("bin")
+	cmd := exec.Command("go", "build", "-o", out+"/", "github.com/bucketops/bucketops/cmd/bucketops", "github.com/bucketops/bucketops/cmd/bucketops-bridge")
+	cmd.Dir = repoRoot()
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %w\n%s", err, b)
+	}
+	s.bin["bucketops"] = filepath.Join(out, "bucketops")
+	s.bin["bucketops-bridge"] = filepath.Join(out, "bucketops-bridge")
+	return nil
+}
+
+var etcdURL string
+
+func (s *stack) startEtcd() error {
+	client, _ := freePort()
+	peer, _ := freePort()
+	metrics, _ := freePort()
+	etcdURL = fmt.Sprintf("http://127.0.0.1:%d", client)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peer)
+	p, err := s.start("etcd", s.bin["etcd"], []string{
+		"--name", "default", "--data-dir", s.path("etcd"),
+		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "default=" + peerURL,
+		"--listen-metrics-urls", fmt.Sprintf("http://127.0.0.1:%d", metrics),
+		"--unsafe-no-fsync", "--log-level", "warn",
+	}, os.Environ(), s.dir)
+	if err != nil {
+		return err
+	}
+	return waitFor("etcd", p, 30*time.Second, func() error { return httpOK(etcdURL+"/health", "") })
+}
+
+func (s *stack) startAPIServer() error {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	pubDER, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	pubPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER})
+	os.MkdirAll(s.path("kube"), 0o700)
+	os.WriteFile(s.path("kube", "sa.key"), keyPEM, 0o600)
+	os.WriteFile(s.path("kube", "sa.pub"), pubPEM, 0o600)
+	token := hex.EncodeToString(randBytes(24))
+	os.WriteFile(s.path("kube", "tokens.csv"), []byte(token+",admin,admin,system:masters\n"), 0o600)
+	port, _ := freePort()
+	url := fmt.Sprintf("https://127.0.0.1:%d", port)
+	p, err := s.start("kube-apiserver", s.bin["kube-apiserver"], []string{
+		"--etcd-servers", etcdURL,
+		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
+		"--cert-dir", s.path("kube", "certs"), "--token-auth-file", s.path("kube", "tokens.csv"),
+		"--anonymous-auth=false", "--authorization-mode=RBAC",
+		"--service-account-issuer", "https://kubernetes.default.svc",
+		"--service-account-key-file", s.path("kube", "sa.pub"),
+		"--service-account-signing-key-file", s.path("kube", "sa.key"),
+		"--service-cluster-ip-range", "10.96.0.0/24", "--endpoint-reconciler-type", "none",
+	}, os.Environ(), s.dir)
+	if err != nil {
+		return err
+	}
+	s.kube = newKube(url, token)
+	kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster: {server: %q, insecure-skip-tls-verify: true}
+users:
+- name: admin
+  user: {token: %q}
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: admin, namespace: argocd}
+current-context: e2e
+`, url, token)
+	if err := os.WriteFile(s.path("kube", "config"), []byte(kubeconfig), 0o600); err != nil {
+		return err
+	}
+	return waitFor("kube-apiserver", p, 60*time.Second, func() error { return s.kube.do(http.MethodGet, "/readyz", "", nil, nil) })
+}
+
+func (s *stack) startControllerManager() error {
+	port, _ := freePort()
+	_, err := s.start("kube-controller-manager", s.bin["kube-controller-manager"], []string{
+		"--kubeconfig", s.path("kube", "config"),
+		"--authentication-kubeconfig", s.path("kube", "config"),
+		"--authorization-kubeconfig", s.path("kube", "config"),
+		"--controllers", "garbagecollector,namespace", "--leader-elect=false",
+		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
+	}, os.Environ(), s.dir)
+	return err
+}
+
+// setupArgoCD applies Argo CD's CRDs from its module and the namespace and
+// settings objects its processes expect.
+func (s *stack) setupArgoCD() error {
+	crds, err := argoCRDs()
+	if err != nil {
+		return err
+	}
+	for name, body := range crds {
+		if err := s.kube.apply("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"+name, body); err != nil {
+			return fmt.Errorf("CRD %s: %w", name, err)
+		}
+	}
+	objects := []struct{ path, body string }{
+		{"/api/v1/namespaces/argocd", `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"argocd"}}`},
+		{"/api/v1/namespaces/argocd/configmaps/argocd-cm", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"argocd-cm","namespace":"argocd","labels":{"app.kubernetes.io/part-of":"argocd"}},"data":{"timeout.reconciliation":"180s","admin.enabled":"true"}}`},
+		{"/api/v1/namespaces/argocd/configmaps/argocd-rbac-cm", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"argocd-rbac-cm","namespace":"argocd","labels":{"app.kubernetes.io/part-of":"argocd"}}}`},
+		{"/api/v1/namespaces/argocd/configmaps/argocd-cmd-params-cm", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"argocd-cmd-params-cm","namespace":"argocd","labels":{"app.kubernetes.io/part-of":"argocd"}}}`},
+		{"/api/v1/namespaces/argocd/secrets/argocd-secret", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"argocd-secret","namespace":"argocd","labels":{"app.kubernetes.io/part-of":"argocd"}}}`},
+	}
+	for _, o := range objects {
+		if err := s.kube.apply(o.path, []byte(o.body)); err != nil {
+			return fmt.Errorf("%s: %w", o.path, err)
+		}
+	}
+	// CRDs serve once established.
+	return waitFor("Argo CD CRDs", nil, 30*time.Second, func() error {
+		return s.kube.do(http.MethodGet, "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications", "", nil, nil)
+	})
+}
+
+// argoCRDs reads manifests/crds from the Argo CD module.
+func argoCRDs() (map[string][]byte, error) {
+	mod, err := moduleDir("github.com/argoproj/argo-cd/v2", argocdVersion)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	for file, name := range map[string]string{
+		"application-crd.yaml":    "applications.argoproj.io",
+		"applicationset-crd.yaml": "applicationsets.argoproj.io",
+		"appproject-crd.yaml":     "appprojects.argoproj.io",
+	} {
+		b, err := os.ReadFile(filepath.Join(mod, "manifests", "crds", file))
+		if err != nil {
+			return nil, err
+		}
+		out[name] = b
+	}
+	return out, nil
+}
+
+func moduleDir(module, version string) (string, error) {
+	cmd := exec.Command("go", "mod", "download", "-json", module+"@"+version)
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod")
+	cmd.Dir = os.TempDir()
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go mod download %s: %w", module, err)
+	}
+	var m struct{ Dir string }
+	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
+		return "", fmt.Errorf("go mod download %s: no Dir in %s", module, out)
+	}
+	return m.Dir, nil
+}
+
+// gitRepo is the repository every Application names: Argo CD needs one,
+// the plugin ignores it.
+func (s *stack) gitRepo() error {
+	bare, work := s.path("git", "apps.git"), s.path("git", "work")
+	for _, args := range [][]string{
+		{"init", "--bare", "-b", "main", bare},
+		{"init", "-b", "main", work},
+		{"-C", work, "-c", "user.name=e2e", "-c", "user.email=e2e@example.com", "commit", "--allow-empty", "-m", "bucketops Applications"},
+		{"-C", work, "push", bare, "main"},
+	} {
+		if b, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("git %s: %w\n%s", strings.Join(args, " "), err, b)
+		}
+	}
+	s.repoURL = "file://" + bare
+	return nil
+}
+
+var redisAddr string
+
+func (s *stack) startRedis() error {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return errors.New("redis-server is not installed: apt-get install -y redis-server (make e2e does)")
+	}
+	port, _ := freePort()
+	redisAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	p, err := s.start("redis", bin, []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no"}, os.Environ(), s.dir)
+	if err != nil {
+		return err
+	}
+	return waitFor("redis", p, 20*time.Second, func() error {
+		c, err := netDial(redisAddr)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+}
+
+var repoServerAddr string
+
+// argoEnv is the environment of every Argo CD process.
+func (s *stack) argoEnv(binaryName string, extra ...string) []string {
+	os.MkdirAll(s.path("argocd", "tls"), 0o755)
+	os.MkdirAll(s.path("argocd", "ssh"), 0o755)
+	os.MkdirAll(s.path("argocd", "sock"), 0o755)
+	os.MkdirAll(s.path("argocd", "tmp", binaryName), 0o755)
+	env := append(os.Environ(),
+		"ARGOCD_BINARY_NAME="+binaryName,
+		"KUBECONFIG="+s.path("kube", "config"),
+		"ARGOCD_FAKE_IN_CLUSTER=true",
+		"ARGOCD_GPG_ENABLED=false",
+		"ARGOCD_PLUGINSOCKFILEPATH="+s.path("argocd", "sock"),
+		"ARGOCD_CMP_WORKDIR="+s.path("argocd", "tmp", binaryName),
+		"ARGOCD_ASK_PASS_SOCK="+s.path("argocd", "sock", "askpass.sock"),
+		"TMPDIR="+s.path("argocd", "tmp", binaryName),
+		"ARGOCD_TLS_DATA_PATH="+s.path("argocd", "tls"),
+		"ARGOCD_SSH_DATA_PATH="+s.path("argocd", "ssh"),
+		"ARGOCD_CONTROLLER_REPLICAS=1",
+	)
+	return append(env, extra...)
+}
+
+func (s *stack) startArgoServer() error {
+	if repoServerAddr == "" {
+		port, _ := freePort()
+		repoServerAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	}
+	port, _ := freePort()
+	metrics, _ := freePort()
+	s.argocd = fmt.Sprintf("127.0.0.1:%d", port)
+	p, err := s.start("argocd-server", s.bin["argocd"], []string{
+		"--insecure", "--address", "127.0.0.1", "--port", strconv.Itoa(port), "--metrics-port", strconv.Itoa(metrics),
+		"--repo-server", repoServerAddr, "--repo-server-plaintext", "--redis", redisAddr,
+		"--dex-server", "http://127.0.0.1:1", "--namespace", "argocd",
+	}, s.argoEnv("argocd-server"), s.dir)
+	if err != nil {
+		return err
+	}
+	if err := waitFor("argocd-server", p, 60*time.Second, func() error { return httpOK("http://"+s.argocd+"/healthz", "") }); err != nil {
+		return err
+	}
+	// Log in as admin with the generated password, as a user would.
+	var password string
+	err = waitFor("argocd-initial-admin-secret", p, 60*time.Second, func() error {
+		d, err := s.kube.secretData("argocd", "argocd-initial-admin-secret")
+		if err != nil || d["password"] == "" {
+			return fmt.Errorf("not yet: %v", err)
+		}
+		password = d["password"]
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return waitFor("argocd login", p, 30*time.Second, func() error {
+		body, _ := json.Marshal(map[string]string{"username": "admin", "password": password})
+		resp, err := http.Post("http://"+s.argocd+"/api/v1/session", "application/json", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var out struct{ Token string }
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Token == "" {
+			return fmt.Errorf("login: %d %v", resp.StatusCode, err)
+		}
+		s.argoJWT = out.Token
+		return os.WriteFile(s.path("argocd", "token"), []byte(out.Token), 0o600)
+	})
+}
+
+// startBridge runs bucketops-bridge in local mode with Argo CD, syncing
+// with prune, and keeps its export lines for the CLI and the plugin.
+func (s *stack) startBridge() error { return s.runBridge("--poll-interval", "60s") }
+
+func (s *stack) runBridge(extra ...string) error {
+	// One address and one token across restarts: the cmp-server keeps them.
+	if s.bridgeAddr == "" {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		s.bridgeAddr = fmt.Sprintf("127.0.0.1:%d", port)
+		if err := os.WriteFile(s.path("bridge.token"), []byte(hex.EncodeToString(randBytes(32))+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
+	args := append([]string{
+		"--listen", s.bridgeAddr, "--data", s.path("bucket"),
+		"--token-file", "plugin=" + s.path("bridge.token"), "--token-file", "reader=" + s.path("bridge.token"),
+		"--argocd-server", s.argocd, "--argocd-plaintext", "--argocd-token-file", s.path("argocd", "token"),
+		"--sync", "--sync-prune", "--age-key-file", s.ageKeys, "--log-level", "debug",
+	}, extra...)
+	logPath := filepath.Join(s.logs, "bucketops-bridge.log")
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(s.bin["bucketops-bridge"], args...)
+	cmd.Stderr = f
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	p := &proc{name: "bucketops-bridge", cmd: cmd, log: logPath, done: make(chan struct{})}
+	s.mu.Lock()
+	s.list = append(s.list, p)
+	s.mu.Unlock()
+	var env []string
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		if kv, ok := strings.CutPrefix(line, "export "); ok {
+			env = append(env, kv)
+		}
+		if strings.HasPrefix(line, "# bridge: ") {
+			break
+		}
+	}
+	go func() {
+		io.Copy(io.Discard, stdout)
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	if len(env) < 4 {
+		return fmt.Errorf("the bridge printed no environment; see %s", logPath)
+	}
+	s.bridge, s.bridgeEnv = p, env
+	return nil
+}
+
+func (s *stack) env(key string) string {
+	for _, kv := range s.bridgeEnv {
+		if v, ok := strings.CutPrefix(kv, key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// startCMPServer runs argocd-cmp-server with our plugin.yaml and our
+// bucketops on its PATH, as the repo-server sidecar does.
+func (s *stack) startCMPServer() error {
+	conf := s.path("cmp")
+	os.MkdirAll(conf, 0o755)
+	plugin, err := os.ReadFile(filepath.Join(repoRoot(), "deploy", "kubernetes", "base", "plugin.yaml"))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(conf, "plugin.yaml"), plugin, 0o644); err != nil {
+		return err
+	}
+	env := s.argoEnv("argocd-cmp-server",
+		"PATH="+filepath.Dir(s.bin["bucketops"])+":"+os.Getenv("PATH"),
+		"BUCKETOPS_BRIDGE="+s.env("BUCKETOPS_BRIDGE"),
+		"BUCKETOPS_TOKEN_FILE="+s.env("BUCKETOPS_TOKEN_FILE"),
+	)
+	p, err := s.start("argocd-cmp-server", s.bin["argocd"], []string{"--config-dir-path", conf}, env, s.dir)
+	if err != nil {
+		return err
+	}
+	return waitFor("argocd-cmp-server socket", p, 30*time.Second, func() error {
+		_, err := os.Stat(s.path("argocd", "sock", "bucketops.sock"))
+		return err
+	})
+}
+
+func (s *stack) startRepoServer() error {
+	_, port, _ := strings.Cut(repoServerAddr, ":")
+	metrics, _ := freePort()
+	p, err := s.start("argocd-repo-server", s.bin["argocd"], []string{
+		"--address", "127.0.0.1", "--port", port, "--metrics-port", strconv.Itoa(metrics),
+		"--disable-tls", "--redis", redisAddr,
+	}, s.argoEnv("argocd-repo-server"), s.dir)
+	if err != nil {
+		return err
+	}
+	return waitFor("argocd-repo-server", p, 60*time.Second, func() error {
+		c, err := netDial(repoServerAddr)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+}
+
+func (s *stack) startController() error {
+	metrics, _ := freePort()
+	_, err := s.start("argocd-application-controller", s.bin["argocd"], []string{
+		"--repo-server", repoServerAddr, "--repo-server-plaintext", "--redis", redisAddr,
+		"--metrics-port", strconv.Itoa(metrics), "--namespace", "argocd",
+	}, s.argoEnv("argocd-application-controller"), s.dir)
+	return err
+}
+
+// bucketops runs the CLI with the bridge's environment.
+func (s *stack) bucketops(stdin string, args ...string) (stdout, stderr string, code int) {
+	cmd := exec.Command(s.bin["bucketops"], args...)
+	cmd.Env = append(os.Environ(), s.bridgeEnv...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code = 0
+	if err != nil {
+		code = -1
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+	}
+	return out.String(), errb.String(), code
+}
+
+func httpOK(url, token string) error {
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("%s: %d", url, resp.StatusCode)
+	}
+	return nil
+}
+
+func randBytes(n int) []byte {
+	b := make([]byte, n)
+	rand.Read(b)
+	return b
+}
+
+// restartBridge stops the bridge and starts it again with extra flags, on
+// the same address, data directory and tokens.
+func (s *stack) restartBridge(extra ...string) error {
+	s.bridge.stop(10 * time.Second)
+	return s.runBridge(extra...)
+}
+
+// tamper overwrites app's head behind bucketops' back: new bytes, the old
+// metadata, so the digest no longer matches.
+func tamper(s *stack, app, content string) error {
+	ctx := context.Background()
+	client, err := storage.NewClient(ctx, option.WithEndpoint("http://"+s.env("STORAGE_EMULATOR_HOST")+"/storage/v1/"),
+		option.WithoutAuthentication(), storage.WithJSONReads())
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	bucket := strings.TrimPrefix(s.env("BUCKETOPS_BUCKET"), "gs://")
+	obj := client.Bucket(bucket).Object(app + "/manifests.yaml")
+	attrs, err := obj.Attrs(ctx)
+	if err != nil {
+		return err
+	}
+	w := obj.NewWriter(ctx)
+	w.Metadata = attrs.Metadata
+	w.ContentType = attrs.ContentType
+	if _, err := io.WriteString(w, content); err != nil {
+		return err
+	}
+	return w.Close()
+}
