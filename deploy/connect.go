@@ -38,8 +38,8 @@ func (c ArgoCD) Validate() error {
 
 // Connect returns Argo CD's application service through Argo CD's own
 // client (pkg/apiclient), and what closes the connection. The token is read
-// from its file on every connect, so a rotated token is picked up when the
-// bridge reconnects.
+// from its file on every connect; the Deployer reconnects when Argo CD
+// refuses a token, so a rotated token is picked up without a restart.
 func (c ArgoCD) Connect() (application.ApplicationServiceClient, io.Closer, error) {
 	if err := c.Validate(); err != nil {
 		return nil, nil, err

@@ -81,7 +81,12 @@ type Deployer struct {
 	wake    chan struct{}
 	served  map[servedKey]served
 	running bool
-	argo    application.ApplicationServiceClient // set once Run connected
+
+	// connMu guards the Argo CD connection, apart from mu so that a
+	// reconnect never holds up event intake.
+	connMu sync.Mutex
+	argo   application.ApplicationServiceClient // set once Run connected
+	closer io.Closer
 }
 
 // appState is what the deployer knows of one app.
@@ -211,10 +216,14 @@ func (d *Deployer) Run(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	defer closer.Close()
-	d.mu.Lock()
-	d.argo = argo
-	d.mu.Unlock()
+	d.connMu.Lock()
+	d.argo, d.closer = argo, closer
+	d.connMu.Unlock()
+	defer func() {
+		d.connMu.Lock()
+		defer d.connMu.Unlock()
+		d.closer.Close()
+	}()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -230,6 +239,37 @@ func (d *Deployer) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	return nil
+}
+
+// client is the Argo CD connection in use.
+func (d *Deployer) client() application.ApplicationServiceClient {
+	d.connMu.Lock()
+	defer d.connMu.Unlock()
+	return d.argo
+}
+
+// reauthenticate reconnects when Argo CD refused old's token: Connect reads
+// the token file again, so a rotated token is picked up without a restart.
+// Only the first caller for a connection reconnects; the failed call is
+// retried with back-off as any other.
+func (d *Deployer) reauthenticate(old application.ApplicationServiceClient, err error) {
+	if status.Code(err) != codes.Unauthenticated {
+		return
+	}
+	d.connMu.Lock()
+	defer d.connMu.Unlock()
+	if d.argo != old {
+		return
+	}
+	argo, closer, cerr := d.cfg.Connect()
+	if cerr != nil {
+		d.metrics.argoErrors.WithLabelValues("connect", status.Code(cerr).String()).Inc()
+		d.log.Warn("argo cd refused the token, and reconnecting failed", "error", cerr)
+		return
+	}
+	d.closer.Close() // calls still on the old connection fail and are retried
+	d.argo, d.closer = argo, closer
+	d.log.Info("argo cd refused the token; reconnected with the token file's current content")
 }
 
 // connect calls Connect until it succeeds or ctx ends.
@@ -375,10 +415,12 @@ func (d *Deployer) deployApplication(ctx context.Context, app string, gen int64,
 	if project != "" {
 		q.Project = []string{project}
 	}
-	refreshed, err := d.argo.Get(cctx, q)
+	argo := d.client()
+	refreshed, err := argo.Get(cctx, q)
 	cancel()
 	if err != nil {
 		d.metrics.argoErrors.WithLabelValues("refresh", status.Code(err).String()).Inc()
+		d.reauthenticate(argo, err)
 		return fmt.Errorf("hard refresh: %w", err)
 	}
 	d.log.Info("refreshed", "app", app, "generation", gen, "application", d.index.key(a).String())
@@ -396,11 +438,12 @@ func (d *Deployer) deployApplication(ctx context.Context, app string, gen int64,
 	prune := d.cfg.Prune
 	cctx, cancel = context.WithTimeout(ctx, d.cfg.CallTimeout)
 	defer cancel()
-	_, err = d.argo.Sync(cctx, &application.ApplicationSyncRequest{
+	_, err = argo.Sync(cctx, &application.ApplicationSyncRequest{
 		Name: &name, AppNamespace: &ns, Project: &project, Prune: &prune,
 	})
 	if err != nil {
 		d.metrics.argoErrors.WithLabelValues("sync", status.Code(err).String()).Inc()
+		d.reauthenticate(argo, err)
 		if status.Code(err) == codes.FailedPrecondition {
 			return fmt.Errorf("sync: an operation is running; retrying after it: %w", err)
 		}
@@ -442,20 +485,23 @@ func (d *Deployer) watch(ctx context.Context) {
 }
 
 func (d *Deployer) watchOnce(ctx context.Context) error {
+	argo := d.client()
 	lctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
-	list, err := d.argo.List(lctx, &application.ApplicationQuery{})
+	list, err := argo.List(lctx, &application.ApplicationQuery{})
 	cancel()
 	if err != nil {
 		d.metrics.argoErrors.WithLabelValues("list", status.Code(err).String()).Inc()
+		d.reauthenticate(argo, err)
 		return fmt.Errorf("list applications: %w", err)
 	}
 	d.index.replace(list.Items)
 	d.log.Info("application index loaded", "applications", len(list.Items))
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := d.argo.Watch(wctx, &application.ApplicationQuery{})
+	stream, err := argo.Watch(wctx, &application.ApplicationQuery{})
 	if err != nil {
 		d.metrics.argoErrors.WithLabelValues("watch", status.Code(err).String()).Inc()
+		d.reauthenticate(argo, err)
 		return fmt.Errorf("watch applications: %w", err)
 	}
 	for {
@@ -463,6 +509,7 @@ func (d *Deployer) watchOnce(ctx context.Context) error {
 		if err != nil {
 			if ctx.Err() == nil {
 				d.metrics.argoErrors.WithLabelValues("watch", status.Code(err).String()).Inc()
+				d.reauthenticate(argo, err)
 			}
 			return fmt.Errorf("watch applications: %w", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -268,6 +269,26 @@ func TestArgoCDErrorsAreRetried(t *testing.T) {
 	waitHandled(t, r.deployer, "prod/payments", 9)
 	if n := len(argo.Refreshes()); n != 1 {
 		t.Errorf("%d successful refreshes, want 1 after 3 failures", n)
+	}
+}
+
+func TestRotatedArgoCDTokenIsPickedUpWithoutARestart(t *testing.T) {
+	argo := argocdtest.New(t)
+	argo.Put(argocdtest.PluginApp("payments", "", "prod/payments"))
+	conn := argo.ArgoCD(t)
+	r := newRig(t, argo, storetest.New(t, true).Store(t, ""), func(c *deploy.Config) { c.Connect = conn.Connect })
+	r.deployer.Notify(deploy.Event{App: "prod/payments", Generation: 1, Source: deploy.SourcePush})
+	waitHandled(t, r.deployer, "prod/payments", 1)
+
+	// The old token expires; the platform team writes the new one into the
+	// file the bridge was started with.
+	if err := os.WriteFile(conn.TokenFile, []byte(argo.Rotate()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.deployer.Notify(deploy.Event{App: "prod/payments", Generation: 2, Source: deploy.SourcePush})
+	waitHandled(t, r.deployer, "prod/payments", 2)
+	if n := len(argo.Refreshes()); n != 2 {
+		t.Errorf("%d refreshes, want one per generation", n)
 	}
 }
 

@@ -55,10 +55,10 @@ type Call struct {
 
 // Server is the fake. Its methods are safe for concurrent use.
 type Server struct {
-	addr  string
-	token string
+	addr string
 
 	mu        sync.Mutex
+	token     string
 	apps      map[string]*v1alpha1.Application // by namespace/name
 	version   int
 	calls     []Call
@@ -104,14 +104,29 @@ func New(t testing.TB) *Server {
 func (s *Server) Addr() string { return s.addr }
 
 // Token is the bearer token the fake accepts.
-func (s *Server) Token() string { return s.token }
+func (s *Server) Token() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.token
+}
+
+// Rotate makes the fake accept only a new token, as when an Argo CD
+// project token expires and a new one is issued, and returns it.
+func (s *Server) Rotate() string {
+	secret := make([]byte, 16)
+	rand.Read(secret)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.token = hex.EncodeToString(secret)
+	return s.token
+}
 
 // ArgoCD returns the bridge's settings for the fake, with the token in a
 // file of the test's temporary directory.
 func (s *Server) ArgoCD(t testing.TB) deploy.ArgoCD {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "argocd.token")
-	if err := os.WriteFile(path, []byte(s.token+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(s.Token()+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return deploy.ArgoCD{Server: s.addr, TokenFile: path, PlainText: true}
@@ -137,7 +152,7 @@ func (s *Server) authorize(ctx context.Context) error {
 	} else if v := md.Get("token"); len(v) > 0 {
 		got = v[0] // what Argo CD's own client sends
 	}
-	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(s.token))
+	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(s.Token()))
 	if subtle.ConstantTimeCompare(a[:], b[:]) != 1 {
 		return status.Error(codes.Unauthenticated, "invalid session: token is not valid")
 	}
