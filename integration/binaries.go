@@ -4,6 +4,7 @@ package integration
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -179,11 +180,11 @@ func (t tool) build(src, bin string) error {
 
 // wrapperGoMod requires the upstream module and copies its replace block.
 func (t tool) wrapperGoMod(src string) ([]byte, error) {
-	modPath, err := moduleFile(t.module, t.version)
+	mod, err := downloadModule(t.module, t.version)
 	if err != nil {
 		return nil, err
 	}
-	upstream, err := os.ReadFile(modPath)
+	upstream, err := os.ReadFile(mod.GoMod)
 	if err != nil {
 		return nil, err
 	}
@@ -231,21 +232,23 @@ func replaceBlock(gomod string) string {
 	return b.String()
 }
 
-// moduleFile returns the go.mod of module@version in the module cache,
-// downloading it through the proxy.
-func moduleFile(module, version string) (string, error) {
-	cmd := exec.Command("go", "mod", "download", "-json", module+"@"+version)
+// module is where the Go module cache holds module@version, downloaded
+// through the proxy: its source tree and its go.mod.
+type module struct{ Dir, GoMod string }
+
+func downloadModule(path, version string) (module, error) {
+	cmd := exec.Command("go", "mod", "download", "-json", path+"@"+version)
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod")
 	cmd.Dir = os.TempDir()
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("go mod download %s@%s: %w\n%s", module, version, err, out)
+		return module{}, fmt.Errorf("go mod download %s@%s: %w\n%s", path, version, err, out)
 	}
-	m := regexp.MustCompile(`"GoMod":\s*"([^"]+)"`).FindSubmatch(out)
-	if m == nil {
-		return "", fmt.Errorf("go mod download %s@%s: no GoMod in %s", module, version, out)
+	var m module
+	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" || m.GoMod == "" {
+		return module{}, fmt.Errorf("go mod download %s@%s: no Dir and GoMod in %s", path, version, out)
 	}
-	return string(m[1]), nil
+	return m, nil
 }
 
 func goCmd(dir string, args ...string) error {

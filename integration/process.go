@@ -123,7 +123,16 @@ func waitFor(what string, p *proc, timeout time.Duration, check func() error) er
 	return fmt.Errorf("%s: not ready after %s: %v", what, timeout, err)
 }
 
-func netDial(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, time.Second) }
+// listening is a waitFor check: something accepts connections on addr.
+func listening(addr string) func() error {
+	return func() error {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+}
 
 // sysProcAttr puts a process in its own group, so stopping it stops what it
 // started (a plugin process of argocd-cmp-server), and has the kernel kill

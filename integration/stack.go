@@ -226,7 +226,7 @@ func (s *stack) setupArgoCD() error {
 
 // argoCRDs reads manifests/crds from the Argo CD module.
 func argoCRDs() (map[string][]byte, error) {
-	mod, err := moduleDir("github.com/argoproj/argo-cd/v2", argocdVersion)
+	mod, err := downloadModule("github.com/argoproj/argo-cd/v2", argocdVersion)
 	if err != nil {
 		return nil, err
 	}
@@ -236,28 +236,13 @@ func argoCRDs() (map[string][]byte, error) {
 		"applicationset-crd.yaml": "applicationsets.argoproj.io",
 		"appproject-crd.yaml":     "appprojects.argoproj.io",
 	} {
-		b, err := os.ReadFile(filepath.Join(mod, "manifests", "crds", file))
+		b, err := os.ReadFile(filepath.Join(mod.Dir, "manifests", "crds", file))
 		if err != nil {
 			return nil, err
 		}
 		out[name] = b
 	}
 	return out, nil
-}
-
-func moduleDir(module, version string) (string, error) {
-	cmd := exec.Command("go", "mod", "download", "-json", module+"@"+version)
-	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod")
-	cmd.Dir = os.TempDir()
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("go mod download %s: %w", module, err)
-	}
-	var m struct{ Dir string }
-	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
-		return "", fmt.Errorf("go mod download %s: no Dir in %s", module, out)
-	}
-	return m.Dir, nil
 }
 
 // gitRepo is the repository every Application names: Argo CD needs one,
@@ -291,13 +276,7 @@ func (s *stack) startRedis() error {
 	if err != nil {
 		return err
 	}
-	return waitFor("redis", p, 20*time.Second, func() error {
-		c, err := netDial(redisAddr)
-		if err == nil {
-			c.Close()
-		}
-		return err
-	})
+	return waitFor("redis", p, 20*time.Second, listening(redisAddr))
 }
 
 var repoServerAddr string
@@ -483,13 +462,7 @@ func (s *stack) startRepoServer() error {
 	if err != nil {
 		return err
 	}
-	return waitFor("argocd-repo-server", p, 60*time.Second, func() error {
-		c, err := netDial(repoServerAddr)
-		if err == nil {
-			c.Close()
-		}
-		return err
-	})
+	return waitFor("argocd-repo-server", p, 60*time.Second, listening(repoServerAddr))
 }
 
 func (s *stack) startController() error {
