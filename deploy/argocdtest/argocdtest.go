@@ -27,13 +27,16 @@ import (
 	"time"
 
 	"github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
+	"github.com/argoproj/argo-cd/v2/pkg/apiclient/version"
 	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
 	"github.com/argoproj/gitops-engine/pkg/health"
 	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -51,6 +54,11 @@ type Call struct {
 	Namespace string
 	Prune     bool
 	At        time.Time
+	// Peer is the caller's address (host:port).
+	Peer string
+	// Generation is, for a refresh, what the function given to
+	// RecordGeneration returned: the generation Argo CD would have rendered.
+	Generation int64
 }
 
 // Server is the fake. Its methods are safe for concurrent use.
@@ -66,6 +74,7 @@ type Server struct {
 	watches   int
 	watchers  map[chan *v1alpha1.ApplicationWatchEvent]struct{}
 	onRefresh func(*v1alpha1.Application)
+	renders   func(*v1alpha1.Application) int64
 	onSync    func(*v1alpha1.Application, *application.ApplicationSyncRequest) error
 	fail      map[string]failure
 	delay     map[string]time.Duration
@@ -79,6 +88,14 @@ type failure struct {
 // New starts a fake Argo CD on 127.0.0.1, stopped when the test ends.
 func New(t testing.TB) *Server {
 	t.Helper()
+	return Listen(t, "127.0.0.1:0")
+}
+
+// Listen starts a fake Argo CD on addr (host:port, port 0 for a free one),
+// for bridges that can't reach loopback: in containers, addr is the host's
+// address on their network.
+func Listen(t testing.TB, addr string) *Server {
+	t.Helper()
 	secret := make([]byte, 16)
 	rand.Read(secret)
 	s := &Server{
@@ -88,13 +105,16 @@ func New(t testing.TB) *Server {
 		fail:     map[string]failure{},
 		delay:    map[string]time.Duration{},
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.addr = ln.Addr().String()
 	gs := grpc.NewServer(grpc.UnaryInterceptor(s.authUnary), grpc.StreamInterceptor(s.authStream))
 	application.RegisterApplicationServiceServer(gs, &service{s: s})
+	// argocd's apiclient asks for the version when it connects, and falls
+	// back to gRPC-web (a proxy on a unix socket in TMPDIR) if that fails.
+	version.RegisterVersionServiceServer(gs, versionService{})
 	go gs.Serve(ln)
 	t.Cleanup(gs.Stop)
 	return s
@@ -291,6 +311,16 @@ func (s *Server) broadcastLocked(typ watch.EventType, a *v1alpha1.Application) {
 			delete(s.watchers, ch)
 		}
 	}
+}
+
+// RecordGeneration sets how a hard refresh learns the generation Argo CD
+// would render for the Application (a real one asks the plugin, which asks
+// the bridge for the head); it is recorded in the refresh's Call. It runs
+// with the fake's lock held.
+func (s *Server) RecordGeneration(f func(*v1alpha1.Application) int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.renders = f
 }
 
 // OnRefresh sets what a hard refresh does to the Application; by default
@@ -493,7 +523,11 @@ func (v *service) Get(ctx context.Context, q *application.ApplicationQuery) (*v1
 	if q.Refresh == nil {
 		return a.DeepCopy(), nil
 	}
-	s.calls = append(s.calls, Call{Method: "refresh", Name: a.Name, Namespace: a.Namespace, At: time.Now()})
+	call := Call{Method: "refresh", Name: a.Name, Namespace: a.Namespace, At: time.Now(), Peer: peerAddr(ctx)}
+	if s.renders != nil {
+		call.Generation = s.renders(a)
+	}
+	s.calls = append(s.calls, call)
 	a = a.DeepCopy()
 	if s.onRefresh != nil {
 		s.onRefresh(a)
@@ -517,7 +551,7 @@ func (v *service) Sync(ctx context.Context, req *application.ApplicationSyncRequ
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "applications.argoproj.io %q not found", req.GetName())
 	}
-	s.calls = append(s.calls, Call{Method: "sync", Name: a.Name, Namespace: a.Namespace, Prune: req.GetPrune(), At: time.Now()})
+	s.calls = append(s.calls, Call{Method: "sync", Name: a.Name, Namespace: a.Namespace, Prune: req.GetPrune(), At: time.Now(), Peer: peerAddr(ctx)})
 	a = a.DeepCopy()
 	if s.onSync != nil {
 		if err := s.onSync(a, req); err != nil {
@@ -538,6 +572,21 @@ func (v *service) Sync(ctx context.Context, req *application.ApplicationSyncRequ
 	}
 	s.storeLocked(watch.Modified, a)
 	return a.DeepCopy(), nil
+}
+
+// versionService answers as argocd-server's version service does.
+type versionService struct{}
+
+func (versionService) Version(context.Context, *emptypb.Empty) (*version.VersionMessage, error) {
+	return &version.VersionMessage{Version: "v2.14.21+argocdtest"}, nil
+}
+
+// peerAddr is the caller's address, or "" when gRPC doesn't know it.
+func peerAddr(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
 }
 
 // String describes the fake for failure messages.

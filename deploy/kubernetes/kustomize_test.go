@@ -370,6 +370,13 @@ func TestBase(t *testing.T) {
 			if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 				t.Error("the root filesystem is writable")
 			}
+			// Argo CD's apiclient exits the process when it can't make
+			// its gRPC-web socket in /tmp (argocd-server down at connect).
+			if m := c.mountAt("/tmp"); m == nil {
+				t.Error("nothing is mounted at /tmp: the bridge dies when argocd-server is unreachable at connect")
+			} else if v := d.Spec.Template.Spec.volume(m.Name); v == nil || v.EmptyDir == nil {
+				t.Errorf("/tmp is volume %+v, want an emptyDir", v)
+			}
 			if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
 				t.Error("privilege escalation isn't turned off")
 			}
@@ -410,16 +417,20 @@ func TestBase(t *testing.T) {
 				}
 			}
 		}},
-		{"the bridge has no writable volume, only Secrets mounted read-only", func(t *testing.T) {
+		{"the bridge has no writable volume but /tmp, only Secrets mounted read-only", func(t *testing.T) {
 			d, c := bridgePod(t, out)
 			pod := d.Spec.Template.Spec
+			tmp := c.mountAt("/tmp")
 			for _, v := range pod.Volumes {
+				if tmp != nil && v.Name == tmp.Name {
+					continue // an emptyDir, checked above
+				}
 				if v.Secret == nil || v.Sources != 1 {
 					t.Errorf("volume %s isn't just a Secret", v.Name)
 				}
 			}
 			for _, m := range c.VolumeMounts {
-				if !m.ReadOnly {
+				if !m.ReadOnly && m.MountPath != "/tmp" {
 					t.Errorf("%s is mounted writable at %s", m.Name, m.MountPath)
 				}
 			}
