@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -18,12 +19,19 @@ import (
 // is what polling covers.
 func (d *Deployer) Receive(ctx context.Context, sub *pubsub.Subscriber, loc store.Location) {
 	for attempt := 1; ctx.Err() == nil; attempt++ {
+		var received atomic.Bool
 		err := sub.Receive(ctx, func(_ context.Context, m *pubsub.Message) {
+			received.Store(true)
 			d.Take(loc, SourcePull, m.Attributes, m.Data, time.Now())
 			m.Ack()
 		})
 		if ctx.Err() != nil {
 			return
+		}
+		if received.Load() {
+			// It worked before it stopped: this outage starts the
+			// back-off afresh, rather than where the last one left it.
+			attempt = 1
 		}
 		delay := d.backoff(attempt)
 		d.log.Warn("pubsub subscription stopped; reconnecting", "subscription", sub.String(), "error", err, "retry_in", delay)

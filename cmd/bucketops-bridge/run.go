@@ -189,7 +189,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return srv.runLocal(ctx)
 	}
 	loc, _ := store.ParseLocation(cfg.bucket)
-	client, err := storage.NewClient(ctx)
+	// JSON reads, as the CLI does: they work against GCS and against an
+	// emulator (STORAGE_EMULATOR_HOST), which serves XML only on its
+	// public host.
+	client, err := storage.NewClient(ctx, storage.WithJSONReads())
 	if err != nil {
 		return fmt.Errorf("connect to GCS: %w", err)
 	}

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -33,6 +34,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	err := root.ExecuteContext(ctx)
 	if e.cancel != nil {
 		e.cancel()
+	}
+	if errors.Is(err, context.DeadlineExceeded) && exitCode(err) == exitFailure {
+		// The bucket didn't answer in time. A write it took before the
+		// deadline is whole (one object, one generation), and the same
+		// push again is a no-op or completes it.
+		err = fmt.Errorf("gave up after --timeout %s: %w; nothing half-written is left, run the same command again (a release already published is left unchanged) or give a longer --timeout", e.timeout, err)
 	}
 	return err
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -313,5 +315,22 @@ func TestOneLineKeepsTableRowsShort(t *testing.T) {
 		if got := oneLine(in); got != want {
 			t.Errorf("oneLine(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestTimeoutAgainstABucketThatNeverAnswersNamesTheFlag(t *testing.T) {
+	// A GCS that takes connections and never answers, as a paused one does.
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	t.Cleanup(hang.Close)
+	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(hang.URL, "http://"))
+	t.Setenv("BUCKETOPS_BUCKET", "gs://releases")
+	dir := writeFiles(t, map[string]string{"cm.yaml": configMap("a", "1")})
+	r := bucketops(t, "", "push", "prod/api", dir, "--sequence", "1", "--timeout", "300ms")
+	if r.code != exitFailure {
+		t.Fatalf("exit %d, want 1: %s", r.code, r.stderr)
+	}
+	msg := strings.TrimSpace(r.stderr)
+	if !strings.Contains(msg, "gave up after --timeout 300ms") || strings.Contains(msg, "\n") {
+		t.Errorf("want one line naming --timeout, got %q", r.stderr)
 	}
 }
