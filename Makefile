@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 DATA    ?=
 LISTEN  ?= 127.0.0.1:8080
 
-.PHONY: build run test e2e lint bench fuzz clean
+.PHONY: build run test e2e test-integration lint bench bench-compare fuzz clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/bucketops ./cmd/bucketops-bridge
@@ -33,10 +33,18 @@ e2e:
 		$$SUDO apt-get install -y -qq redis-server >/dev/null 2>&1 || { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq redis-server; }; }
 	$(GO) test -tags e2e -count=1 -timeout 50m -v -run '$(E2E_RUN)' ./integration/
 
+# Fault tolerance across containers (testcontainers-go): images built FROM
+# scratch from our static binaries and fake-gcs-server; needs a Docker engine.
+# See docs/testing.md. FAULTS_RUN='TestFaults/^4_' runs one scenario.
+FAULTS_RUN ?= .
+test-integration:
+	TESTCONTAINERS_RYUK_DISABLED=true $(GO) test -tags faults -count=1 -timeout 30m -v -run '$(FAULTS_RUN)' ./integration/faults/
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./integration/
+	$(GO) vet -tags faults ./integration/faults/
 
 # Reports requests and wall time per publish; see docs/benchmarks.md.
 bench:
@@ -44,6 +52,13 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 200x -count 3 ./store/ | tee $(BIN)/bench.txt
 	$(GO) test -run '^$$' -bench BenchmarkManifests -benchtime 30x -count 3 ./webhook/ | tee -a $(BIN)/bench.txt
 	$(GO) test -run '^$$' -bench BenchmarkNotifyToRefresh -benchtime 200x -count 3 ./deploy/ | tee -a $(BIN)/bench.txt
+
+# bucketops against the git workflows it replaces, in one run; rewrites the
+# bench-compare section of docs/benchmarks.md and its chart. See
+# docs/benchmarks.md; BENCH_COMPARE_FLAGS='-history 10,1000,10000,100000' for larger runs.
+BENCH_COMPARE_FLAGS ?=
+bench-compare:
+	$(GO) run ./bench/compare -doc docs/benchmarks.md -chart docs/bench-compare.svg $(BENCH_COMPARE_FLAGS)
 
 FUZZTIME ?= 60s
 fuzz:
