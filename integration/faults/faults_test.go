@@ -111,10 +111,7 @@ func (c *cluster) checkHeads(apps []string, n uint64) map[string]int64 {
 	c.t.Helper()
 	heads := map[string]int64{}
 	for _, app := range apps {
-		h, err := c.store.Head(c.t.Context(), app)
-		if err != nil {
-			c.t.Fatalf("head of %s: %v", app, err)
-		}
+		h := c.head(app)
 		if h.Sequence != n {
 			c.t.Errorf("%s: head %s has sequence %d, want %d: a stale release overwrote a newer one", app, h.Ref(), h.Sequence, n)
 		}

@@ -15,7 +15,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,10 +36,14 @@ import (
 	"github.com/bucketops/bucketops/store"
 )
 
-// label marks every container and network these tests create, so a run
-// killed before its cleanups (a -timeout panic) is swept by the next one:
-// with Ryuk disabled nothing else would remove them.
-const label = "io.bucketops.faults"
+// label marks every container and network these tests create, with the
+// test process's PID as its value, so a run killed before its cleanups (a
+// -timeout panic) is swept by the next one: with Ryuk disabled nothing
+// else would remove them. A run on the same engine that is still going is
+// left alone.
+const label = "io.bucketops.faults.pid"
+
+var pid = strconv.Itoa(os.Getpid())
 
 const (
 	bucketName   = "releases"
@@ -74,8 +80,8 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer docker.Close()
-	sweep(ctx)
-	defer sweep(ctx)
+	sweep(ctx, false)
+	defer sweep(ctx, true)
 	work, err := os.MkdirTemp("", "bucketops-faults-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "faults:", err)
@@ -89,18 +95,29 @@ func testMain(m *testing.M) int {
 	return m.Run()
 }
 
-// sweep removes what a killed earlier run left behind, and this run's
-// leftovers at its end.
-func sweep(ctx context.Context) {
+// sweep removes what runs that are gone left behind, and with own, this
+// run's leftovers.
+func sweep(ctx context.Context, own bool) {
+	gone := func(owner string) bool {
+		if owner == pid {
+			return own
+		}
+		n, err := strconv.Atoi(owner)
+		return err != nil || syscall.Kill(n, 0) == syscall.ESRCH
+	}
 	f := client.Filters{}.Add("label", label)
 	if cs, err := docker.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f}); err == nil {
 		for _, c := range cs.Items {
-			docker.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+			if gone(c.Labels[label]) {
+				docker.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+			}
 		}
 	}
 	if ns, err := docker.NetworkList(ctx, client.NetworkListOptions{Filters: f}); err == nil {
 		for _, n := range ns.Items {
-			docker.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
+			if gone(n.Labels[label]) {
+				docker.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
+			}
 		}
 	}
 }
@@ -292,7 +309,7 @@ func applicationName(app string) string { return strings.ReplaceAll(app, "/", "-
 
 func newNetwork(t *testing.T, name string) *testcontainers.DockerNetwork {
 	t.Helper()
-	n, err := tcnetwork.New(t.Context(), tcnetwork.WithLabels(map[string]string{label: name}))
+	n, err := tcnetwork.New(t.Context(), tcnetwork.WithLabels(map[string]string{label: pid}))
 	testcontainers.CleanupNetwork(t, n)
 	if err != nil {
 		t.Fatalf("network %s: %v", name, err)
@@ -304,7 +321,7 @@ func newNetwork(t *testing.T, name string) *testcontainers.DockerNetwork {
 // failed, its log is kept in the test's output first.
 func (c *cluster) start(req testcontainers.ContainerRequest) testcontainers.Container {
 	c.t.Helper()
-	req.Labels = map[string]string{label: c.t.Name()}
+	req.Labels = map[string]string{label: pid}
 	ctr, err := testcontainers.GenericContainer(c.t.Context(), testcontainers.GenericContainerRequest{ContainerRequest: req, Started: true})
 	testcontainers.CleanupContainer(c.t, ctr)
 	// Cleanups run last first: this one, before the container goes.
@@ -586,7 +603,7 @@ func (c *cluster) refreshes() refreshes {
 	return r
 }
 
-// converged reports the apps whose head isn't refreshed yet.
+// unrefreshed lists the apps (app@generation) whose head isn't refreshed yet.
 func (c *cluster) unrefreshed(heads map[string]int64) []string {
 	r := c.refreshes()
 	var missing []string
@@ -598,16 +615,22 @@ func (c *cluster) unrefreshed(heads map[string]int64) []string {
 	return missing
 }
 
-// heads reads every app's head from the bucket.
+// heads reads every app's head generation from the bucket.
 func (c *cluster) heads(apps []string) map[string]int64 {
 	c.t.Helper()
 	out := map[string]int64{}
 	for _, app := range apps {
-		h, err := c.store.Head(c.t.Context(), app)
-		if err != nil {
-			c.t.Fatalf("head of %s: %v", app, err)
-		}
-		out[app] = h.Generation
+		out[app] = c.head(app).Generation
 	}
 	return out
+}
+
+// head is app's head release.
+func (c *cluster) head(app string) store.Release {
+	c.t.Helper()
+	h, err := c.store.Head(c.t.Context(), app)
+	if err != nil {
+		c.t.Fatalf("head of %s: %v", app, err)
+	}
+	return h
 }
