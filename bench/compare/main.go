@@ -7,8 +7,8 @@
 // to a git repository with the git command line: a fresh clone per publish
 // (fetch, rebase and retry when the push is rejected), the serialized queue
 // of the seed article (one worker clones, commits and pushes per message),
-// and a working copy kept between publishes. git runs over a local path, so
-// every ratio flatters git.
+// and a working copy kept between publishes. git runs over a local path and
+// bucketops against a local emulator: neither pays a network.
 //
 // The one contract that matters: figures are reported, never asserted, but
 // every workload's final state is checked (the last intended release of
