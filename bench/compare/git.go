@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // The git contenders run the git command line, as CI does, in a temporary
@@ -155,6 +156,8 @@ func (t *gitTarget) command(ctx context.Context, dir string, args ...string) *ex
 	cmd := exec.CommandContext(ctx, "git", args...)
 	cmd.Dir = dir
 	cmd.Env = t.env
+	// On Ctrl-C, git's children (upload-pack) may hold the pipes open.
+	cmd.WaitDelay = 5 * time.Second
 	return cmd
 }
 

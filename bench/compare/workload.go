@@ -136,11 +136,13 @@ func measure(ctx context.Context, cfg Config, progress func(string, ...any)) (*R
 			res.Contenders = append(res.Contenders, id)
 		}
 	}
-	out, err := exec.CommandContext(ctx, "git", "--version").Output()
-	if err != nil {
-		return nil, fmt.Errorf("the git contenders need the git command line: %w", err)
+	if len(res.gitIDs()) > 0 {
+		out, err := exec.CommandContext(ctx, "git", "--version").Output()
+		if err != nil {
+			return nil, fmt.Errorf("the git contenders need the git command line (or run -contenders bucketops): %w", err)
+		}
+		res.GitVersion = strings.TrimPrefix(strings.TrimSpace(string(out)), "git version ")
 	}
-	res.GitVersion = strings.TrimPrefix(strings.TrimSpace(string(out)), "git version ")
 
 	const historyApp = "prod/payments"
 	for _, h := range cfg.History {
