@@ -11,6 +11,9 @@ import (
 	"github.com/bucketops/bucketops/store"
 )
 
+// maxPullBackoff bounds the wait before resubscribing.
+const maxPullBackoff = 10 * time.Second
+
 // Receive takes the bucket's notifications from a Pub/Sub pull
 // subscription until ctx ends. Every message is acked once handed to
 // Notify, which doesn't block: a message for something else, or one that
@@ -33,7 +36,9 @@ func (d *Deployer) Receive(ctx context.Context, sub *pubsub.Subscriber, loc stor
 			// back-off afresh, rather than where the last one left it.
 			attempt = 1
 		}
-		delay := d.backoff(attempt)
+		// Reconnecting costs one stream: the delay stays short, so a
+		// Pub/Sub outage leaves a gap of seconds after it, not minutes.
+		delay := min(d.backoff(attempt), maxPullBackoff)
 		d.log.Warn("pubsub subscription stopped; reconnecting", "subscription", sub.String(), "error", err, "retry_in", delay)
 		select {
 		case <-ctx.Done():
