@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 
@@ -110,6 +111,15 @@ func classify(ref store.Ref, err error) (int, string) {
 		return http.StatusServiceUnavailable, "bucket_access_denied"
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout, "timeout"
+	case isNetError(err):
+		// The bucket can't be reached at all (a name that doesn't
+		// resolve, a route that is gone), as /readyz says too.
+		return http.StatusServiceUnavailable, "bucket_unreachable"
 	}
 	return http.StatusBadGateway, "bucket_error"
+}
+
+func isNetError(err error) bool {
+	var netErr net.Error
+	return errors.As(err, &netErr)
 }

@@ -391,12 +391,12 @@ func testPartition(t *testing.T) {
 	}
 	code, body := c.get(b, manifests)
 	t.Logf("render while cut off: %d %s", code, oneLine(body))
-	if code < 500 {
-		t.Errorf("render while cut off: %d, want a 5xx", code)
+	if code != 503 {
+		t.Errorf("render while cut off: %d, want 503", code)
 	}
 	var e struct{ Error, Reason string }
-	if err := json.Unmarshal([]byte(body), &e); err != nil || e.Error == "" || e.Reason == "" {
-		t.Errorf("render while cut off: want a JSON error with a reason, got %q", body)
+	if err := json.Unmarshal([]byte(body), &e); err != nil || e.Error == "" || e.Reason != "bucket_unreachable" {
+		t.Errorf("render while cut off: want a JSON error with reason bucket_unreachable, got %q", body)
 	}
 	if strings.Contains(body, "kind:") {
 		t.Errorf("render while cut off returned manifests: %q", body)
