@@ -407,9 +407,6 @@ func (d *Deployer) deploy(ctx context.Context, app string, gen int64, at time.Ti
 func (d *Deployer) deployApplication(ctx context.Context, app string, gen int64, at time.Time, a *v1alpha1.Application) error {
 	name, ns, project := a.Name, d.index.key(a).Namespace, a.Spec.Project
 	hard := string(v1alpha1.RefreshTypeHard)
-	if !at.IsZero() {
-		d.metrics.latency.Observe(d.now().Sub(at).Seconds())
-	}
 	cctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
 	q := &application.ApplicationQuery{Name: &name, AppNamespace: &ns, Refresh: &hard}
 	if project != "" {
@@ -422,6 +419,10 @@ func (d *Deployer) deployApplication(ctx context.Context, app string, gen int64,
 		d.metrics.argoErrors.WithLabelValues("refresh", status.Code(err).String()).Inc()
 		d.reauthenticate(argo, err)
 		return fmt.Errorf("hard refresh: %w", err)
+	}
+	// Once per refresh that reached Argo CD, not per attempt.
+	if !at.IsZero() {
+		d.metrics.latency.Observe(d.now().Sub(at).Seconds())
 	}
 	d.log.Info("refreshed", "app", app, "generation", gen, "application", d.index.key(a).String())
 	if !d.cfg.Sync {

@@ -265,11 +265,33 @@ func TestArgoCDErrorsAreRetried(t *testing.T) {
 	argo.Put(argocdtest.PluginApp("payments", "", "prod/payments"))
 	argo.FailNext("get", codes.Unavailable, 3)
 	r := newRig(t, argo, storetest.New(t, true).Store(t, ""), nil)
-	r.deployer.Notify(deploy.Event{App: "prod/payments", Generation: 9, Source: deploy.SourcePush})
+	r.deployer.Notify(deploy.Event{App: "prod/payments", Generation: 9, Source: deploy.SourcePush, Time: time.Now()})
 	waitHandled(t, r.deployer, "prod/payments", 9)
 	if n := len(argo.Refreshes()); n != 1 {
 		t.Errorf("%d successful refreshes, want 1 after 3 failures", n)
 	}
+	// The latency is the refresh's, not each failed attempt's.
+	if n := observations(t, r.registry, "bucketops_notify_to_refresh_seconds"); n != 1 {
+		t.Errorf("notify-to-refresh latency observed %d times, want once for one refresh", n)
+	}
+}
+
+// observations is the sample count of a histogram in reg.
+func observations(t *testing.T, reg *prometheus.Registry, name string) uint64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				n += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return n
 }
 
 func TestRotatedArgoCDTokenIsPickedUpWithoutARestart(t *testing.T) {
