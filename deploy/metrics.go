@@ -17,7 +17,7 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) (*metrics, er
 		}, []string{"source", "outcome"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "bucketops_notify_to_refresh_seconds",
-			Help:    "From a generation's write in the bucket to the Argo CD refresh call for it.",
+			Help:    "From a generation's write in the bucket to Argo CD's answer to the hard refresh for it (once per refresh, failed attempts not counted).",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 16),
 		}),
 		argoErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
