@@ -45,18 +45,27 @@ func appNames(n int) []string {
 // says which release it is.
 func release(t testing.TB, app string, seq uint64) *render.Release {
 	t.Helper()
-	doc := fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\ndata:\n  app: %s\n  release: \"%d\"\n",
-		applicationName(app), app, seq)
-	rel, err := render.AssembleStream("configmap.yaml", strings.NewReader(doc))
+	rel, err := newRelease(app, seq)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return rel
 }
 
-// publish is one CI writer's publish of release seq of app.
+// newRelease is release for writer goroutines, which must not t.Fatal.
+func newRelease(app string, seq uint64) (*render.Release, error) {
+	doc := fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\ndata:\n  app: %s\n  release: \"%d\"\n",
+		applicationName(app), app, seq)
+	return render.AssembleStream("configmap.yaml", strings.NewReader(doc))
+}
+
+// publish is one CI writer's publish of release seq of app; it may run in
+// any goroutine.
 func (c *cluster) publish(ctx context.Context, app string, seq uint64) (store.Result, error) {
-	rel := release(c.t, app, seq)
+	rel, err := newRelease(app, seq)
+	if err != nil {
+		return store.Result{}, err
+	}
 	return c.store.Publish(ctx, app, store.Publication{
 		Data: rel.Bytes, Resources: rel.Resources(), Sequence: seq,
 		Author: "ci@faults", Source: fmt.Sprintf("pipeline #%d", seq),
@@ -69,12 +78,9 @@ type burstStats struct {
 }
 
 // burst publishes releases 1..n of every app, one CI writer per app, all
-// apps at once. after, when set, runs once the given number of publishes
-// are done, while the burst goes on.
-func (c *cluster) burst(apps []string, n int, at int64, after func()) *burstStats {
-	c.t.Helper()
-	var st burstStats
-	var done atomic.Int64
+// apps at once, counting them in st as they finish (a caller running it in
+// a goroutine watches st.published); it reports failures when all are done.
+func (c *cluster) burst(apps []string, n int, st *burstStats) {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(apps)*n)
 	for _, app := range apps {
@@ -89,9 +95,6 @@ func (c *cluster) burst(apps []string, n int, at int64, after func()) *burstStat
 				default:
 					errs <- err
 				}
-				if done.Add(1) == at && after != nil {
-					after()
-				}
 			}
 		})
 	}
@@ -103,7 +106,6 @@ func (c *cluster) burst(apps []string, n int, at int64, after func()) *burstStat
 	if st.stale.Load() > 0 {
 		c.t.Errorf("%d publishes were refused as stale, yet each app had one writer publishing in order", st.stale.Load())
 	}
-	return &st
 }
 
 // checkHeads fails unless every app's head is its release n.
@@ -151,7 +153,8 @@ func testSharedSubscription(t *testing.T) {
 	apps := appNames(30)
 	// Polling off: the subscription alone must bring every release.
 	c := newCluster(t, options{replicas: 3, poll: 0, apps: apps})
-	st := c.burst(apps, 10, 0, nil)
+	var st burstStats
+	c.burst(apps, 10, &st)
 	t.Logf("burst: %d releases published by %d concurrent writers", st.published.Load(), len(apps))
 	heads := c.checkHeads(apps, 10)
 	c.waitRefreshed(heads, 60*time.Second)
@@ -192,19 +195,36 @@ func testReplicaKilled(t *testing.T) {
 	apps := appNames(30)
 	c := newCluster(t, options{replicas: 3, poll: 3 * time.Second, apps: apps})
 	victim := c.bridges[1]
-	var pulledBefore float64
-	var killedAt atomic.Int64
 	total := int64(len(apps) * 10)
-	st := c.burst(apps, 10, total/3, func() {
-		pulledBefore, _ = c.metric(victim, "bucketops_events_total")
-		killedAt.Store(time.Now().UnixNano())
-		c.kill(victim.c)
-	})
-	if killedAt.Load() == 0 {
-		t.Fatal("the replica was never killed")
+	var st burstStats
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.burst(apps, 10, &st)
+	}()
+	// Kill it from the test's goroutine once a third is published.
+	for st.published.Load() < total/3 {
+		select {
+		case <-done:
+			t.Fatal("the burst ended before a third of it was published")
+		case <-time.After(time.Millisecond):
+		}
 	}
-	t.Logf("burst: %d published, %d stale; %s killed after %d of %d publishes, having taken %.0f events",
-		st.published.Load(), st.stale.Load(), victim.name, total/3, total, pulledBefore)
+	taken, err := c.metric(victim, "bucketops_events_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.kill(victim.c)
+	killedAt := st.published.Load()
+	<-done
+	if killedAt >= total {
+		t.Fatalf("%s was killed after the whole burst (%d of %d published), not in the middle", victim.name, killedAt, total)
+	}
+	if taken == 0 {
+		t.Errorf("%s had taken no event before it was killed: it wasn't part of the burst", victim.name)
+	}
+	t.Logf("burst: %d published; %s killed after %d of %d publishes, having taken %.0f events",
+		st.published.Load(), victim.name, killedAt, total, taken)
 	heads := c.checkHeads(apps, 10)
 	c.restartBridge(victim)
 	c.waitRefreshed(heads, 90*time.Second)
@@ -230,7 +250,7 @@ func testGCSPaused(t *testing.T) {
 	app := "team/paused"
 	// want is each release's canonical stream, as the CLI assembles it.
 	want := map[uint64][]byte{}
-	dir := func(seq uint64) string {
+	dir := func(t *testing.T, seq uint64) string {
 		d := filepath.Join(t.TempDir(), "rendered")
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -245,79 +265,67 @@ func testGCSPaused(t *testing.T) {
 		want[seq] = rel.Bytes
 		return d
 	}
-	push := func(seq uint64, timeout time.Duration) (pushResult, string, int) {
-		out, errOut, code := c.runCLI(t.Context(), "push", app, dir(seq), "--sequence", fmt.Sprint(seq), "--timeout", timeout.String(), "-o", "json")
-		var res pushResult
-		if code == 0 {
-			if err := json.Unmarshal([]byte(out), &res); err != nil {
-				t.Fatalf("push -o json: %v: %q", err, out)
-			}
-		}
-		return res, errOut, code
+	// push runs in any goroutine: it only reports.
+	push := func(d string, seq uint64, timeout time.Duration) cliRun {
+		return c.runCLI(t.Context(), "push", app, d, "--sequence", fmt.Sprint(seq), "--timeout", timeout.String(), "-o", "json")
 	}
-	if _, errOut, code := push(1, 30*time.Second); code != 0 {
-		t.Fatalf("first push: exit %d: %s", code, errOut)
+	if r := push(dir(t, 1), 1, 30*time.Second); r.code != 0 {
+		t.Fatalf("first push: exit %d: %s", r.code, r.stderr)
 	}
 
 	t.Run("back_within_timeout", func(t *testing.T) {
+		d := dir(t, 2)
 		c.pause(c.gcs)
-		type outcome struct {
-			res    pushResult
-			stderr string
-			code   int
-		}
-		done := make(chan outcome, 1)
+		done := make(chan cliRun, 1)
 		start := time.Now()
-		go func() {
-			res, errOut, code := push(2, 60*time.Second)
-			done <- outcome{res, errOut, code}
-		}()
+		go func() { done <- push(d, 2, 60*time.Second) }()
 		time.Sleep(5 * time.Second)
 		select {
-		case o := <-done:
+		case r := <-done:
 			c.unpause(c.gcs)
-			t.Fatalf("push returned while GCS was paused: exit %d: %s", o.code, o.stderr)
+			t.Fatalf("push returned while GCS was paused: exit %d: %s", r.code, r.stderr)
 		default:
 		}
 		c.unpause(c.gcs)
-		o := <-done
-		if o.code != 0 {
-			t.Fatalf("push after GCS came back: exit %d: %s", o.code, o.stderr)
+		r := <-done
+		if r.code != 0 {
+			t.Fatalf("push after GCS came back: exit %d: %s", r.code, r.stderr)
 		}
 		t.Logf("push completed %s after it started, 5 s of it paused", time.Since(start).Round(100*time.Millisecond))
+		var res struct {
+			Generation int64 `json:"generation"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+			t.Fatalf("push -o json: %v: %q", err, r.stdout)
+		}
 		c.checkHistory(app, want, 2)
-		if o.res.Generation == 0 {
-			t.Fatalf("push -o json has no generation: %+v", o.res)
+		if head := c.head(app); head.Generation != res.Generation {
+			t.Errorf("push reported generation %d, the head is %s", res.Generation, head.Ref())
 		}
 	})
 
 	t.Run("gives_up_at_timeout", func(t *testing.T) {
+		d := dir(t, 3)
 		c.pause(c.gcs)
 		start := time.Now()
-		_, errOut, code := push(3, 5*time.Second)
+		r := push(d, 3, 5*time.Second)
 		took := time.Since(start)
 		c.unpause(c.gcs)
-		if code != 1 {
-			t.Fatalf("push against a paused GCS: exit %d, want 1: %s", code, errOut)
+		if r.code != 1 {
+			t.Fatalf("push against a paused GCS: exit %d, want 1: %s", r.code, r.stderr)
 		}
-		t.Logf("push gave up after %s: %s", took.Round(100*time.Millisecond), strings.TrimSpace(errOut))
-		if !strings.Contains(errOut, "--timeout") || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
-			t.Errorf("want one line that names --timeout, got %q", errOut)
+		t.Logf("push gave up after %s: %s", took.Round(100*time.Millisecond), strings.TrimSpace(r.stderr))
+		if !strings.Contains(r.stderr, "--timeout") || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+			t.Errorf("want one line that names --timeout, got %q", r.stderr)
 		}
 		// The write may have reached GCS before the CLI gave up (as
 		// with GCS itself): then it is whole. Pushing again is the
 		// remedy, and it never makes a second generation.
-		if _, errOut, code := push(3, 30*time.Second); code != 0 {
-			t.Fatalf("the same push again: exit %d: %s", code, errOut)
+		if r := push(d, 3, 30*time.Second); r.code != 0 {
+			t.Fatalf("the same push again: exit %d: %s", r.code, r.stderr)
 		}
 		c.checkHistory(app, want, 3)
 	})
-}
-
-// pushResult is what push -o json prints, in part.
-type pushResult struct {
-	Generation int64 `json:"generation"`
-	Unchanged  bool  `json:"unchanged"`
 }
 
 // checkHistory fails unless app's history holds exactly one generation of

@@ -146,11 +146,10 @@ func buildImages(ctx context.Context, work string) error {
 	for _, img := range []struct {
 		tag  *string
 		name string
-		args string
 	}{
-		{&images.bridge, "bucketops-bridge", ""},
-		{&images.gcs, "fake-gcs-server", ""},
-		{&images.pubsub, "pubsub-emulator", ""},
+		{&images.bridge, "bucketops-bridge"},
+		{&images.gcs, "fake-gcs-server"},
+		{&images.pubsub, "pubsub-emulator"},
 	} {
 		dir := filepath.Join(work, img.name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -543,21 +542,29 @@ func (c *cluster) metric(b *bridge, name string, match ...string) (float64, erro
 	return sum, nil
 }
 
+// cliRun is one run of the CLI; code is -1 when it couldn't start.
+type cliRun struct {
+	stdout, stderr string
+	code           int
+}
+
 // runCLI runs the bucketops CLI on the host against the cluster's bucket.
-func (c *cluster) runCLI(ctx context.Context, args ...string) (stdout, stderr string, code int) {
+// It may run in any goroutine.
+func (c *cluster) runCLI(ctx context.Context, args ...string) cliRun {
 	cmd := exec.CommandContext(ctx, cli, args...)
 	cmd.Env = append(os.Environ(), "STORAGE_EMULATOR_HOST="+c.gcsAddr, "BUCKETOPS_BUCKET=gs://"+bucketName, "BUCKETOPS_AUTHOR=ci@faults")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
+	r := cliRun{stdout: out.String(), stderr: errb.String()}
 	var exit *exec.ExitError
 	switch {
 	case errors.As(err, &exit):
-		code = exit.ExitCode()
+		r.code = exit.ExitCode()
 	case err != nil:
-		c.t.Fatalf("run bucketops: %v", err)
+		r.code, r.stderr = -1, fmt.Sprintf("run %s: %v", cli, err)
 	}
-	return out.String(), errb.String(), code
+	return r
 }
 
 // eventually polls cond every 100 ms until it holds or d passes.
