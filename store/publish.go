@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	cryptorand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -38,17 +40,24 @@ type Publication struct {
 // Result is what Publish did.
 type Result struct {
 	Release
-	// Unchanged is true when the head already held these bytes; nothing was written.
+	// Unchanged is true when the head already held these bytes at this
+	// sequence or a higher one; nothing was written.
 	Unchanged bool `json:"unchanged"`
+	// SupersededBy is set when this publish's write landed (behind an
+	// error that hid it) and another writer's release replaced it before
+	// the answer could be checked: Release is ours, no longer the head, and
+	// SupersededBy is the head's generation.
+	SupersededBy int64 `json:"superseded_by,omitempty"`
 	// Attempts counts the read-then-write rounds (1 when uncontended).
 	Attempts int `json:"-"`
 }
 
 // Publish writes p as the new head of app unless the head already holds the
-// same bytes. It reads the head's attributes, refuses a stale or conflicting
-// release, and writes with a generation precondition; when another writer
-// got there first (412), or GCS asked to slow down (429, 5xx), it waits,
-// reads again and retries, until ctx is done.
+// same bytes at the same or a higher sequence. It reads the head's
+// attributes, refuses a stale or conflicting release, and writes with a
+// generation precondition; when another writer got there first (412), or
+// GCS asked to slow down (429, 5xx), it waits, reads again and retries,
+// until ctx is done.
 func (s *Store) Publish(ctx context.Context, app string, p Publication) (Result, error) {
 	if err := ValidateApp(app); err != nil {
 		return Result{}, err
@@ -62,6 +71,9 @@ func (s *Store) Publish(ctx context.Context, app string, p Publication) (Result,
 	if p.Kind == KindRelease && len(p.Data) == 0 {
 		return Result{}, fmt.Errorf("publish %s: an empty release would prune every object of the app; retire it instead", app)
 	}
+	if len(p.Data) > MaxReleaseBytes {
+		return Result{}, fmt.Errorf("publish %s: %w: the release is %d bytes, more than the limit of %d; split the manifests into several apps", app, ErrTooLarge, len(p.Data), MaxReleaseBytes)
+	}
 	return s.publish(ctx, app, p, Digest(p.Data), func(ctx context.Context, cond storage.Conditions, meta map[string]string) (*storage.ObjectAttrs, error) {
 		return s.upload(ctx, app, cond, meta, p.Data)
 	})
@@ -70,17 +82,67 @@ func (s *Store) Publish(ctx context.Context, app string, p Publication) (Result,
 // writeFunc writes one release under cond and returns its attributes.
 type writeFunc func(ctx context.Context, cond storage.Conditions, meta map[string]string) (*storage.ObjectAttrs, error)
 
-// publish is the protocol shared by uploads and copies.
+// decision is what one round of the protocol does with the head it read.
+type decision struct {
+	unchanged bool
+	// sequence is what the written release records.
+	sequence uint64
+	err      error
+}
+
+// decide applies the ordering rules to the head (exists false: the app has
+// no release). Sequences decide before bytes do: the head must end up
+// recording the highest sequence any publish offered, so the same bytes
+// offered with a higher sequence are written again as a new generation
+// that records it; otherwise a rebuild with unchanged output (build 30)
+// would leave the head at build 10 and let build 20 overwrite it.
+func decide(app string, head Release, exists bool, p Publication, digest string) decision {
+	if !exists {
+		return decision{sequence: p.Sequence}
+	}
+	same := head.Digest == digest && head.Kind == p.Kind
+	seq := p.Sequence
+	switch {
+	case seq == 0 && same:
+		return decision{unchanged: true}
+	case seq == 0:
+		// A release without a sequence keeps the head's, so an older
+		// pipeline can't overwrite it afterwards.
+		return decision{sequence: head.Sequence}
+	case head.Sequence >= seq && same:
+		// The head serves these bytes already, at this sequence or a
+		// newer one: a CI retry, or an old pipeline whose output a newer
+		// one published too.
+		return decision{unchanged: true}
+	case head.Sequence > seq:
+		return decision{err: fmt.Errorf("publish %s: %w: the head %s has sequence %d, higher than %d; a newer release is already published", app, ErrStale, head.Ref(), head.Sequence, seq)}
+	case head.Sequence == seq:
+		return decision{err: fmt.Errorf("publish %s: %w: the head %s has the same sequence %d with other bytes (%s); give each release its own sequence", app, ErrConflict, head.Ref(), seq, head.Digest)}
+	}
+	return decision{sequence: seq}
+}
+
+// publish is the protocol shared by uploads and copies. Every write carries
+// a random publish id in its metadata, so that after an error that may
+// hide a write's success (a 503 after GCS stored the object) our own
+// release is recognised by its id, never by its bytes: another writer may
+// have published the same bytes.
 func (s *Store) publish(ctx context.Context, app string, p Publication, digest string, write writeFunc) (Result, error) {
+	id, err := newPublishID()
+	if err != nil {
+		return Result{}, fmt.Errorf("publish %s: %w", app, err)
+	}
 	checkedBucket := false
-	// uncertain: the last write failed in a way that may hide its success
-	// (a 503 after GCS stored the object): a head with our bytes is ours.
+	// uncertain: a write failed in a way that may hide its success.
 	uncertain := false
 	for attempt := 1; ; attempt++ {
 		head, err := s.Head(ctx, app)
 		exists := err == nil
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return Result{}, fmt.Errorf("publish %s: %w", app, err)
+		}
+		if exists && uncertain && head.PublishID == id {
+			return Result{Release: head, Attempts: attempt}, nil
 		}
 		if !exists && p.mustExist {
 			return Result{}, fmt.Errorf("publish %s: %w: the app has no release; check the name (bucketops ls)", app, ErrNotFound)
@@ -93,45 +155,36 @@ func (s *Store) publish(ctx context.Context, app string, p Publication, digest s
 			}
 			checkedBucket = true
 		}
-		seq := p.Sequence
-		if exists {
-			same := head.Digest == digest && head.Kind == p.Kind
-			switch {
-			case same && uncertain:
-				return Result{Release: head, Attempts: attempt}, nil
-			case same && (p.IfGeneration == nil || *p.IfGeneration == head.Generation):
-				return Result{Release: head, Unchanged: true, Attempts: attempt}, nil
-			case seq != 0 && head.Sequence > seq:
-				return Result{}, fmt.Errorf("publish %s: %w: the head %s has sequence %d, higher than %d; a newer release is already published", app, ErrStale, head.Ref(), head.Sequence, seq)
-			case seq != 0 && head.Sequence == seq:
-				return Result{}, fmt.Errorf("publish %s: %w: the head %s has the same sequence %d with other bytes (%s); give each release its own sequence", app, ErrConflict, head.Ref(), seq, head.Digest)
-			case seq == 0:
-				// A release without a sequence keeps the head's, so an
-				// older pipeline can't overwrite it afterwards.
-				seq = head.Sequence
-			}
-		}
-		cond := storage.Conditions{DoesNotExist: true}
-		if p.IfGeneration != nil {
-			if *p.IfGeneration != 0 {
-				cond = storage.Conditions{GenerationMatch: *p.IfGeneration}
-			}
-		} else if exists {
-			cond = storage.Conditions{GenerationMatch: head.Generation}
-		}
-		attrs, err := write(ctx, cond, metadata(digest, seq, p))
-		if err == nil {
-			rel := s.release(app, attrs, true)
-			return Result{Release: rel, Attempts: attempt}, nil
-		}
-		err = s.translate(ctx, err)
-		switch {
-		case errors.Is(err, ErrConflict) && p.IfGeneration != nil:
+		if p.IfGeneration != nil && (exists && head.Generation != *p.IfGeneration || !exists && *p.IfGeneration != 0) {
 			now := "it has no head"
 			if exists {
 				now = "the head is " + head.Ref().String()
 			}
-			return Result{}, fmt.Errorf("publish %s: %w: --if-generation %d, but %s", app, ErrConflict, *p.IfGeneration, now)
+			return s.unlessOurs(ctx, app, id, uncertain, head, attempt, fmt.Errorf("publish %s: %w: --if-generation %d, but %s", app, ErrConflict, *p.IfGeneration, now))
+		}
+		d := decide(app, head, exists, p, digest)
+		switch {
+		case d.err != nil:
+			return s.unlessOurs(ctx, app, id, uncertain, head, attempt, d.err)
+		case d.unchanged && uncertain:
+			// Our write may have landed and been replaced by the same
+			// bytes at a newer sequence: say which.
+			return s.unlessOurs(ctx, app, id, uncertain, head, attempt, nil)
+		case d.unchanged:
+			return Result{Release: head, Unchanged: true, Attempts: attempt}, nil
+		}
+		cond := storage.Conditions{DoesNotExist: true}
+		if exists {
+			cond = storage.Conditions{GenerationMatch: head.Generation}
+		}
+		attrs, err := write(ctx, cond, metadata(digest, d.sequence, id, p))
+		if err == nil {
+			return Result{Release: s.release(app, attrs, true), Attempts: attempt}, nil
+		}
+		err = s.translate(ctx, err)
+		switch {
+		case errors.Is(err, ErrConflict) && p.IfGeneration != nil:
+			return Result{}, fmt.Errorf("publish %s: %w: --if-generation %d, but the head moved during the write", app, ErrConflict, *p.IfGeneration)
 		case errors.Is(err, ErrConflict):
 			// Another writer won the race: read its head and decide again.
 			s.log.Debug("head moved, retrying", "app", app, "attempt", attempt)
@@ -150,8 +203,52 @@ func (s *Store) publish(ctx context.Context, app string, p Publication, digest s
 	}
 }
 
-func metadata(digest string, seq uint64, p Publication) map[string]string {
-	m := map[string]string{metaDigest: digest, metaKind: p.Kind, metaResources: strconv.Itoa(p.Resources)}
+// unlessOurs settles a round whose outcome is "nothing to write" (refused
+// with refusal, or unchanged when refusal is nil) after an uncertain write:
+// if that write landed and another release replaced it since, the publish
+// did happen and is reported as such, superseded. Only this rare path
+// reads the history.
+func (s *Store) unlessOurs(ctx context.Context, app, id string, uncertain bool, head Release, attempt int, refusal error) (Result, error) {
+	if uncertain {
+		ours, found, err := s.findPublish(ctx, app, id)
+		if err != nil {
+			return Result{}, fmt.Errorf("publish %s: a write failed in a way that may hide its success, and looking for it failed: %w", app, err)
+		}
+		if found {
+			return Result{Release: ours, SupersededBy: head.Generation, Attempts: attempt}, nil
+		}
+	}
+	if refusal != nil {
+		return Result{}, refusal
+	}
+	return Result{Release: head, Unchanged: true, Attempts: attempt}, nil
+}
+
+// findPublish looks for the generation written with publish id id.
+func (s *Store) findPublish(ctx context.Context, app, id string) (Release, bool, error) {
+	var found Release
+	ok := false
+	err := s.versions(ctx, app, func(r Release) bool {
+		if r.PublishID == id {
+			found, ok = r, true
+			return false
+		}
+		return true
+	})
+	return found, ok, err
+}
+
+// newPublishID returns 128 random bits in hex.
+func newPublishID() (string, error) {
+	b := make([]byte, 16)
+	if _, err := cryptorand.Read(b); err != nil {
+		return "", fmt.Errorf("publish id: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+func metadata(digest string, seq uint64, id string, p Publication) map[string]string {
+	m := map[string]string{metaDigest: digest, metaKind: p.Kind, metaResources: strconv.Itoa(p.Resources), metaPublishID: id}
 	set := func(k, v string) {
 		if v != "" {
 			m[k] = v

@@ -14,6 +14,7 @@ package store
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -51,14 +52,17 @@ var (
 	ErrAccess = errors.New("access denied")
 	// ErrInvalidLocation: a bucket URL that isn't gs://BUCKET[/PREFIX].
 	ErrInvalidLocation = errors.New("invalid bucket")
+	// ErrTooLarge: a release over MaxReleaseBytes.
+	ErrTooLarge = errors.New("release too large")
 )
 
 // ObjectName is the name of the object holding an app's releases, below the prefix.
 const ObjectName = "manifests.yaml"
 
-// maxObjectBytes bounds what Read loads into memory: a release is at most
-// 10 MiB (render.MaxReleaseBytes); anything bigger wasn't written by bucketops.
-const maxObjectBytes = 10 << 20
+// MaxReleaseBytes is the largest release Publish writes and Read loads
+// into memory, the same limit as render.MaxReleaseBytes: anything bigger
+// wasn't written by bucketops.
+const MaxReleaseBytes = 10 << 20
 
 // ContentType of every release object.
 const ContentType = "application/yaml"
@@ -79,6 +83,7 @@ const (
 	metaResources = "bucketops-resources"
 	metaOrigin    = "bucketops-origin"
 	metaKind      = "bucketops-kind"
+	metaPublishID = "bucketops-publish-id"
 )
 
 // Release describes one generation of an app's object, from its attributes.
@@ -95,6 +100,9 @@ type Release struct {
 	Origin     string    `json:"origin"`
 	Kind       string    `json:"kind"`
 	Size       int64     `json:"size"`
+	// PublishID is the random id of the publish that wrote the release:
+	// how a writer recognises its own write after an error hid it.
+	PublishID string `json:"publish_id,omitempty"`
 	// Current is true for the head, false for a noncurrent generation.
 	Current bool `json:"current"`
 }
@@ -222,6 +230,22 @@ func (s *Store) Head(ctx context.Context, app string) (Release, error) {
 	return s.release(app, attrs, true), nil
 }
 
+// Stat returns the release ref names (the head when its generation is 0)
+// from its attributes, without its bytes.
+func (s *Store) Stat(ctx context.Context, ref Ref) (Release, error) {
+	if ref.Generation == 0 {
+		return s.Head(ctx, ref.App)
+	}
+	if err := ValidateApp(ref.App); err != nil {
+		return Release{}, err
+	}
+	attrs, err := s.object(ref.App).Generation(ref.Generation).Attrs(ctx)
+	if err != nil {
+		return Release{}, fmt.Errorf("read %s: %w", ref, s.translate(ctx, err))
+	}
+	return s.release(ref.App, attrs, attrs.Deleted.IsZero()), nil
+}
+
 // Read returns the release ref names (the head when its generation is 0)
 // and its bytes, after checking them against the recorded digest.
 func (s *Store) Read(ctx context.Context, ref Ref) (Release, []byte, error) {
@@ -243,12 +267,12 @@ func (s *Store) Read(ctx context.Context, ref Ref) (Release, []byte, error) {
 		return Release{}, nil, fmt.Errorf("read %s: %w", ref, s.translate(ctx, err))
 	}
 	defer r.Close()
-	data, err := io.ReadAll(io.LimitReader(r, maxObjectBytes+1))
+	data, err := io.ReadAll(io.LimitReader(r, MaxReleaseBytes+1))
 	if err != nil {
 		return Release{}, nil, fmt.Errorf("read %s: %w", ref, s.translate(ctx, err))
 	}
-	if len(data) > maxObjectBytes {
-		return Release{}, nil, fmt.Errorf("read %s: %w: the object is larger than %d bytes, no release is", ref, ErrCorrupt, maxObjectBytes)
+	if len(data) > MaxReleaseBytes {
+		return Release{}, nil, fmt.Errorf("read %s: %w: the object is larger than %d bytes, no release is", ref, ErrCorrupt, MaxReleaseBytes)
 	}
 	rel := s.release(ref.App, attrs, attrs.Deleted.IsZero())
 	if got := Digest(data); got != rel.Digest {
@@ -268,34 +292,101 @@ type HistoryOptions struct {
 
 // History returns app's releases, newest first, including noncurrent
 // generations, the head and a deleted head's history.
+//
+// GCS lists an object's versions oldest first and can't list them the
+// other way round, so a page of the newest releases costs one listing
+// request per 1,000 versions of the app; what History keeps in memory is
+// bounded by the page, and the first page of one release is the head's
+// attributes alone (one request).
 func (s *Store) History(ctx context.Context, app string, opts HistoryOptions) ([]Release, error) {
 	if err := ValidateApp(app); err != nil {
 		return nil, err
 	}
+	if opts.Limit == 1 && opts.Before == 0 {
+		head, err := s.Head(ctx, app)
+		if err == nil {
+			return []Release{head}, nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("history of %s: %w", app, err)
+		}
+		// A deleted head may leave noncurrent generations: list them.
+	}
+	page := &newest{limit: opts.Limit}
+	seen := false
+	err := s.versions(ctx, app, func(r Release) bool {
+		seen = true
+		if opts.Before == 0 || r.Generation < opts.Before {
+			page.add(r)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !seen {
+		return nil, fmt.Errorf("history of %s: %w: no release was ever published to %s/%s", app, ErrNotFound, s.loc.Bucket, s.objectName(app))
+	}
+	return page.sorted(), nil
+}
+
+// versions calls fn with each generation of app's object, as GCS lists
+// them, until fn returns false.
+func (s *Store) versions(ctx context.Context, app string, fn func(Release) bool) error {
 	name := s.objectName(app)
-	var out []Release
-	it := s.bucket.Objects(ctx, &storage.Query{Prefix: name, Versions: true})
+	q := &storage.Query{Prefix: name, Versions: true}
+	if err := q.SetAttrSelection([]string{"Name", "Generation", "Created", "Deleted", "Size", "Metadata"}); err != nil {
+		return err
+	}
+	it := s.bucket.Objects(ctx, q)
 	for {
 		attrs, err := it.Next()
 		if errors.Is(err, iterator.Done) {
-			break
+			return nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("history of %s: %w", app, s.translate(ctx, err))
+			return fmt.Errorf("history of %s: %w", app, s.translate(ctx, err))
 		}
-		if attrs.Name != name || (opts.Before != 0 && attrs.Generation >= opts.Before) {
+		if attrs.Name != name {
 			continue
 		}
-		out = append(out, s.release(app, attrs, attrs.Deleted.IsZero()))
+		if !fn(s.release(app, attrs, attrs.Deleted.IsZero())) {
+			return nil
+		}
 	}
-	if len(out) == 0 && opts.Before == 0 {
-		return nil, fmt.Errorf("history of %s: %w: no release was ever published to %s/%s", app, ErrNotFound, s.loc.Bucket, name)
+}
+
+// newest keeps the limit releases of highest generation it is given (all
+// of them when limit is 0), in a min-heap on generation.
+type newest struct {
+	limit int
+	rs    []Release
+}
+
+func (n *newest) Len() int           { return len(n.rs) }
+func (n *newest) Less(i, j int) bool { return n.rs[i].Generation < n.rs[j].Generation }
+func (n *newest) Swap(i, j int)      { n.rs[i], n.rs[j] = n.rs[j], n.rs[i] }
+func (n *newest) Push(x any)         { n.rs = append(n.rs, x.(Release)) }
+func (n *newest) Pop() any {
+	last := n.rs[len(n.rs)-1]
+	n.rs = n.rs[:len(n.rs)-1]
+	return last
+}
+
+func (n *newest) add(r Release) {
+	switch {
+	case n.limit <= 0 || len(n.rs) < n.limit:
+		heap.Push(n, r)
+	case r.Generation > n.rs[0].Generation:
+		n.rs[0] = r
+		heap.Fix(n, 0)
 	}
-	slices.SortFunc(out, func(a, b Release) int { return cmp.Compare(b.Generation, a.Generation) })
-	if opts.Limit > 0 && len(out) > opts.Limit {
-		out = out[:opts.Limit]
-	}
-	return out, nil
+}
+
+// sorted returns the releases kept, newest first.
+func (n *newest) sorted() []Release {
+	slices.SortFunc(n.rs, func(a, b Release) int { return cmp.Compare(b.Generation, a.Generation) })
+	return n.rs
 }
 
 // List returns the head release of every app under prefix (a path of whole
@@ -379,6 +470,7 @@ func (s *Store) release(app string, attrs *storage.ObjectAttrs, current bool) Re
 		Origin:     m[metaOrigin],
 		Kind:       m[metaKind],
 		Size:       attrs.Size,
+		PublishID:  m[metaPublishID],
 		Current:    current,
 	}
 	if r.Kind == "" {

@@ -108,31 +108,37 @@ func TestPushLogShowRoundTrip(t *testing.T) {
 		t.Errorf("push -o json: %v", first)
 	}
 
-	again := decode[map[string]any](t, bucketops(t, "", "push", "prod/payments", dir, "--sequence", "11", "-o", "json").must(t).stdout)
+	again := decode[map[string]any](t, bucketops(t, "", "push", "prod/payments", dir, "--sequence", "10", "-o", "json").must(t).stdout)
 	if again["unchanged"] != true || again["generation"] != first["generation"] {
 		t.Errorf("re-push of the same bytes: %v, want unchanged at generation %v", again, first["generation"])
 	}
 	if out := bucketops(t, "", "push", "prod/payments", dir).must(t).stdout; !strings.HasPrefix(out, "unchanged prod/payments@") {
 		t.Errorf("text re-push says %q, want it to start with 'unchanged'", out)
 	}
+	// The same bytes from a newer build are a release of their own, so the
+	// head records the newer build and an older one can't overwrite it.
+	rebuilt := decode[map[string]any](t, bucketops(t, "", "push", "prod/payments", dir, "--sequence", "11", "-o", "json").must(t).stdout)
+	if rebuilt["unchanged"] != false || rebuilt["sequence"] != 11.0 || rebuilt["digest"] != first["digest"] {
+		t.Errorf("the same bytes at a newer sequence: %v, want a release recording sequence 11", rebuilt)
+	}
 
 	dir2 := writeFiles(t, map[string]string{"b.yaml": configMap("b", "2"), "a/a.yml": configMap("a", "1")})
 	bucketops(t, "", "push", "prod/payments", dir2, "--sequence", "12", "--author", "ci-bot").must(t)
 
 	log := decode[[]map[string]any](t, bucketops(t, "", "log", "prod/payments", "-o", "json").must(t).stdout)
-	if len(log) != 2 {
-		t.Fatalf("log has %d releases, want 2", len(log))
+	if len(log) != 3 {
+		t.Fatalf("log has %d releases, want 3", len(log))
 	}
 	for _, k := range []string{"generation", "time", "sequence", "source", "author", "message", "digest", "resources", "origin", "kind"} {
-		if _, ok := log[1][k]; !ok {
-			t.Errorf("log -o json entry lacks %q: %v", k, log[1])
+		if _, ok := log[2][k]; !ok {
+			t.Errorf("log -o json entry lacks %q: %v", k, log[2])
 		}
 	}
-	if log[0]["sequence"] != 12.0 || log[1]["sequence"] != 10.0 || log[1]["message"] != "first" || log[1]["source"] != "git@abc" || log[1]["author"] != "ci-bot" {
+	if log[0]["sequence"] != 12.0 || log[1]["sequence"] != 11.0 || log[2]["sequence"] != 10.0 || log[2]["message"] != "first" || log[2]["source"] != "git@abc" || log[2]["author"] != "ci-bot" {
 		t.Errorf("log is not newest first with the recorded fields: %v", log)
 	}
 	text := bucketops(t, "", "log", "prod/payments").must(t).stdout
-	if !strings.Contains(text, "GENERATION") || !strings.Contains(text, "ci-bot") || strings.Count(text, "\n") != 3 {
+	if !strings.Contains(text, "GENERATION") || !strings.Contains(text, "ci-bot") || strings.Count(text, "\n") != 4 {
 		t.Errorf("log table:\n%s", text)
 	}
 
