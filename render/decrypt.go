@@ -183,6 +183,32 @@ func (d *Decrypter) Recipients() []string {
 	return r
 }
 
+// Options say what one render may use.
+type Options struct {
+	// App is the app the release belongs to, for errors.
+	App string
+	// Tombstone: the release is a tombstone, which must be empty and
+	// renders to nothing.
+	Tombstone bool
+	// AllowKey, when not nil, is asked about every key a SOPS document's
+	// data key is encrypted for, before it is tried: only the keys it
+	// allows can decrypt (a tenancy policy's keys for the app's prefix).
+	// keyType is "age" or "gcp_kms"; id the recipient or the KMS key name.
+	AllowKey func(keyType, id string) bool
+	// Check, when not nil, judges the release's objects as stored, before
+	// anything is decrypted; its error is Render's.
+	Check func(objs []Object) error
+}
+
+// Output is a rendered release.
+type Output struct {
+	// Body is the YAML stream Argo CD applies.
+	Body []byte
+	// Objects are the release's objects as stored: encrypted documents
+	// with their ciphertext, identities as read before decryption.
+	Objects []Object
+}
+
 // Render turns a stored release into what Argo CD applies: it parses data
 // with the same validation as Parse, decrypts every SOPS document in memory,
 // checks that each decrypted document is a Kubernetes object, and writes one
@@ -191,25 +217,30 @@ func (d *Decrypter) Recipients() []string {
 //
 // A tombstone must be empty and renders to nothing. Anything else that
 // would render to nothing is an error: Argo CD would prune the whole app.
-func (d *Decrypter) Render(data []byte, tombstone bool) ([]byte, error) {
-	if tombstone {
+func (d *Decrypter) Render(data []byte, opts Options) (Output, error) {
+	if opts.Tombstone {
 		if len(data) != 0 {
-			return nil, &InputError{
+			return Output{}, &InputError{
 				Problem: fmt.Sprintf("a tombstone release must be empty, this one holds %d bytes", len(data)),
 				Hint:    "the release was written by something other than bucketops retire",
 			}
 		}
-		return []byte{}, nil
+		return Output{Body: []byte{}}, nil
 	}
 	if len(data) == 0 {
-		return nil, &InputError{
+		return Output{}, &InputError{
 			Problem: "the release is empty but is not a tombstone",
 			Hint:    "refusing to render nothing, which would prune every object of the app; retire an app with bucketops retire",
 		}
 	}
 	rel, err := Parse(data)
 	if err != nil {
-		return nil, err
+		return Output{}, err
+	}
+	if opts.Check != nil {
+		if err := opts.Check(rel.Objects); err != nil {
+			return Output{}, err
+		}
 	}
 
 	type where struct {
@@ -225,15 +256,15 @@ func (d *Decrypter) Render(data []byte, tombstone bool) ([]byte, error) {
 		n := perSource[o.Source]
 		obj := o
 		if o.Encrypted {
-			if obj, err = d.decrypt(o, n); err != nil {
-				return nil, err
+			if obj, err = d.decrypt(o, n, opts); err != nil {
+				return Output{}, err
 			}
 		}
 		// Parse rejected duplicates among the identities it could read; a
 		// document whose identity was encrypted may only now collide.
 		k := obj.Key()
 		if w, dup := seen[k]; dup {
-			return nil, &DecryptError{
+			return Output{}, &DecryptError{
 				Source: o.Source, Document: n, Object: objectName(o), Reason: ReasonInvalidDocument,
 				Detail: fmt.Sprintf("%s is already defined in %s document %d", obj, cmp.Or(w.source, "release"), w.doc),
 			}
@@ -248,7 +279,7 @@ func (d *Decrypter) Render(data []byte, tombstone bool) ([]byte, error) {
 		}
 		out.Write(obj.Body)
 	}
-	return out.Bytes(), nil
+	return Output{Body: out.Bytes(), Objects: rel.Objects}, nil
 }
 
 // objectName is the object's name for a DecryptError: "" when encrypted.
@@ -260,7 +291,7 @@ func objectName(o Object) string {
 }
 
 // decrypt decrypts the n-th document of its source and validates the result.
-func (d *Decrypter) decrypt(o Object, n int) (dec Object, err error) {
+func (d *Decrypter) decrypt(o Object, n int, opts Options) (dec Object, err error) {
 	fail := func(reason, detail string) (Object, error) {
 		return Object{}, &DecryptError{Source: o.Source, Document: n, Object: objectName(o), Reason: reason, Detail: oneLine(detail)}
 	}
@@ -290,7 +321,7 @@ func (d *Decrypter) decrypt(o Object, n int) (dec Object, err error) {
 			return cmp.Compare(d.rank(a), d.rank(b))
 		})
 	}
-	ks := &keyServer{d: d}
+	ks := &keyServer{d: d, allow: opts.AllowKey, app: opts.App}
 	order := []string{sopsage.KeyTypeIdentifier, gcpkms.KeyTypeIdentifier}
 	dataKey, err := tree.Metadata.GetDataKeyWithKeyServices([]keyservice.KeyServiceClient{keyservice.NewCustomLocalClient(ks)}, order)
 	if err != nil {
@@ -455,7 +486,10 @@ func oneLine(s string) string {
 // home directory or run programs (gpg), which a render must not do. It is
 // made per document and records why each key failed, for the error.
 type keyServer struct {
-	d      *Decrypter
+	d *Decrypter
+	// allow, when not nil, says which keys may be tried (Options.AllowKey).
+	allow  func(keyType, id string) bool
+	app    string
 	failed []keyAttempt
 }
 
@@ -483,10 +517,14 @@ func (s *keyServer) Decrypt(ctx context.Context, req *keyservice.DecryptRequest)
 	switch k := req.GetKey().GetKeyType().(type) {
 	case *keyservice.Key_AgeKey:
 		a = keyAttempt{kind: sopsage.KeyTypeIdentifier, key: "age recipient " + k.AgeKey.GetRecipient()}
-		plain, a.corrupt, a.err = s.d.decryptAge(k.AgeKey.GetRecipient(), req.GetCiphertext())
+		if a.err = s.allowed(sopsage.KeyTypeIdentifier, k.AgeKey.GetRecipient(), &a); a.err == nil {
+			plain, a.corrupt, a.err = s.d.decryptAge(k.AgeKey.GetRecipient(), req.GetCiphertext())
+		}
 	case *keyservice.Key_GcpKmsKey:
 		a = keyAttempt{kind: gcpkms.KeyTypeIdentifier, key: "GCP KMS key " + k.GcpKmsKey.GetResourceId()}
-		plain, a.corrupt, a.err = s.d.gcp.decrypt(ctx, k.GcpKmsKey.GetResourceId(), req.GetCiphertext())
+		if a.err = s.allowed(gcpkms.KeyTypeIdentifier, k.GcpKmsKey.GetResourceId(), &a); a.err == nil {
+			plain, a.corrupt, a.err = s.d.gcp.decrypt(ctx, k.GcpKmsKey.GetResourceId(), req.GetCiphertext())
+		}
 	default:
 		a = keyAttempt{kind: "other", key: keyTypeName(req.GetKey()), err: errors.New("not used by the bridge, which decrypts with age keys and GCP KMS only")}
 	}
@@ -495,6 +533,16 @@ func (s *keyServer) Decrypt(ctx context.Context, req *keyservice.DecryptRequest)
 		return nil, a.err
 	}
 	return &keyservice.DecryptResponse{Plaintext: plain}, nil
+}
+
+// allowed refuses a key Options.AllowKey doesn't allow, marking the
+// attempt so the error lists it.
+func (s *keyServer) allowed(keyType, id string, a *keyAttempt) error {
+	if s.allow == nil || s.allow(keyType, id) {
+		return nil
+	}
+	a.kind = "policy"
+	return fmt.Errorf("not a decryption key the tenancy policy allows for %s", cmp.Or(s.app, "this app"))
 }
 
 func keyTypeName(k *keyservice.Key) string {

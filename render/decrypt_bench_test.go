@@ -33,14 +33,14 @@ func BenchmarkRender(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := d.Render(data, false); err != nil {
+	if _, err := renderBytes(d, data, false); err != nil {
 		b.Fatal(err)
 	}
 	b.Run("concurrency=1", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := d.Render(data, false); err != nil {
+			if _, err := renderBytes(d, data, false); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -52,7 +52,7 @@ func BenchmarkRender(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if _, err := d.Render(data, false); err != nil {
+				if _, err := renderBytes(d, data, false); err != nil {
 					b.Error(err)
 					return
 				}

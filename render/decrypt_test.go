@@ -49,7 +49,7 @@ func TestRenderDecryptsSOPSDocumentsInMemory(t *testing.T) {
 		relDoc{"secrets/opaque.yaml", string(opaque)},
 	)
 
-	out, err := d.Render(data, false)
+	out, err := renderBytes(d, data, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestRenderDecryptsSOPSDocumentsInMemory(t *testing.T) {
 		t.Errorf("rendered:\n%s\nwant:\n%s", out, want)
 	}
 	for i := range 3 {
-		again, err := d.Render(data, false)
+		again, err := renderBytes(d, data, false)
 		if err != nil || !bytes.Equal(again, out) {
 			t.Fatalf("render %d differs from the first: %v\n%s", i+2, err, again)
 		}
@@ -90,7 +90,7 @@ func TestRenderKeepsValuesSOPSCanEndADocumentWith(t *testing.T) {
 	// A |+ block scalar keeps its trailing blank lines, which a release
 	// otherwise trims from the end of a document.
 	plain := dbSecret + "  ca.crt: |+\n    -----BEGIN CERTIFICATE-----\n    MIIB\n    -----END CERTIFICATE-----\n\n\n"
-	out, err := newDecrypter(t, ids...).Render(releaseStream(relDoc{"s.yaml", string(encryptSecret(t, plain, recipientsOf(ids...)...))}), false)
+	out, err := renderBytes(newDecrypter(t, ids...), releaseStream(relDoc{"s.yaml", string(encryptSecret(t, plain, recipientsOf(ids...)...))}), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestConcurrentRendersAreIsolated(t *testing.T) {
 	}
 	serial := make([][]byte, len(releases))
 	for i, data := range releases {
-		out, err := d.Render(data, false)
+		out, err := renderBytes(d, data, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +151,7 @@ func TestConcurrentRendersAreIsolated(t *testing.T) {
 			<-start
 			for r := range rounds * len(releases) {
 				i := (g + r) % len(releases)
-				out, err := d.Render(releases[i], false)
+				out, err := renderBytes(d, releases[i], false)
 				switch {
 				case err != nil:
 					errs <- fmt.Errorf("goroutine %d, release %d: %w", g, i, err)
@@ -202,7 +202,7 @@ func TestKeysComeOnlyFromTheDecrypter(t *testing.T) {
 		"a decrypter with no key":      newDecrypter(t),
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := d.Render(data, false)
+			_, err := renderBytes(d, data, false)
 			var de *render.DecryptError
 			if !errors.As(err, &de) || de.Reason != render.ReasonNoKey {
 				t.Fatalf("error %v, want no_key: the keys in the environment must not be used", err)
@@ -217,7 +217,7 @@ func TestDecryptErrorSaysWhatWasTriedAndWhatIsHeld(t *testing.T) {
 	secret := encryptSecret(t, dbSecret, r[0], r[1])
 	data := releaseStream(relDoc{"secret.yaml", settings}, relDoc{"secret.yaml", string(secret)})
 
-	_, err := newDecrypter(t, ids[2]).Render(data, false)
+	_, err := renderBytes(newDecrypter(t, ids[2]), data, false)
 	want := fmt.Sprintf("secret.yaml: document 2 (Secret pay/db): no key fits: the document is encrypted for age recipients %s, %s; this bridge holds age keys for %s", r[0], r[1], r[2])
 	if err == nil || err.Error() != want {
 		t.Errorf("error:\n%v\nwant:\n%s", err, want)
@@ -243,7 +243,7 @@ func TestDecryptErrorListsEveryKeyTried(t *testing.T) {
 		"    gcp_kms:\n        - resource_id: "+gcpKey+"\n          created_at: \"2026-01-02T03:04:05Z\"\n          enc: CiQAbc==\n"+
 		"    kms:\n        - arn: "+awsKey+"\n          created_at: \"2026-01-02T03:04:05Z\"\n          enc: AQICAHg=\n          aws_profile: \"\"\n", 1)
 
-	_, err := newDecrypter(t, ids[1]).Render(releaseStream(relDoc{"secret.yaml", withKMS}), false)
+	_, err := renderBytes(newDecrypter(t, ids[1]), releaseStream(relDoc{"secret.yaml", withKMS}), false)
 	var de *render.DecryptError
 	if !errors.As(err, &de) || de.Reason != render.ReasonNoKey {
 		t.Fatalf("error %v, want no_key", err)
@@ -276,7 +276,7 @@ func TestPostQuantumAgeKeys(t *testing.T) {
 		t.Errorf("recipients %v", got)
 	}
 	secret := encryptSecret(t, dbSecret, id.Recipient().String())
-	out, err := d.Render(releaseStream(relDoc{"s.yaml", string(secret)}), false)
+	out, err := renderBytes(d, releaseStream(relDoc{"s.yaml", string(secret)}), false)
 	if err != nil || !strings.Contains(string(out), "password: hunter2\n") {
 		t.Errorf("%v\n%s", err, out)
 	}
@@ -334,7 +334,7 @@ func TestDecryptFailures(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			data := releaseStream(relDoc{"a.yaml", c.before}, relDoc{"b.yaml", settings}, relDoc{"b.yaml", c.body})
-			out, err := d.Render(data, false)
+			out, err := renderBytes(d, data, false)
 			var de *render.DecryptError
 			if !errors.Is(err, render.ErrDecrypt) || !errors.As(err, &de) {
 				t.Fatalf("rendered %q, %v; want a *DecryptError wrapping ErrDecrypt", out, err)
@@ -358,7 +358,7 @@ func TestDecryptFailures(t *testing.T) {
 
 func TestRenderRefusesToRenderNothing(t *testing.T) {
 	d := newDecrypter(t)
-	out, err := d.Render(nil, true)
+	out, err := renderBytes(d, nil, true)
 	if err != nil || out == nil || len(out) != 0 {
 		t.Errorf("an empty tombstone: %q, %v; want empty output", out, err)
 	}
@@ -374,7 +374,7 @@ func TestRenderRefusesToRenderNothing(t *testing.T) {
 		{"an invalid release", []byte("# Source: a.yaml\napiVersion: v1\n"), false, "kind"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			out, err := d.Render(c.data, c.tombstone)
+			out, err := renderBytes(d, c.data, c.tombstone)
 			var ie *render.InputError
 			if !errors.Is(err, render.ErrInvalid) || !errors.As(err, &ie) || out != nil {
 				t.Fatalf("%q, %v; want an *InputError wrapping ErrInvalid", out, err)
@@ -488,7 +488,7 @@ func TestAKeyHolderCannotCrashTheBridge(t *testing.T) {
 	} {
 		t.Run("a value of type "+typ, func(t *testing.T) {
 			forged := password.ReplaceAllString(string(secret), "password: "+forgeValue(t, dataKey, "stringData:password:", "hunter2", typ))
-			_, err := newDecrypter(t, ids...).Render(releaseStream(relDoc{"s.yaml", forged}), false)
+			_, err := renderBytes(newDecrypter(t, ids...), releaseStream(relDoc{"s.yaml", forged}), false)
 			var de *render.DecryptError
 			if !errors.As(err, &de) || de.Reason != reason {
 				t.Fatalf("error %v, want a *DecryptError for %s", err, reason)
@@ -497,5 +497,38 @@ func TestAKeyHolderCannotCrashTheBridge(t *testing.T) {
 				t.Errorf("message %q holds the secret value", err)
 			}
 		})
+	}
+}
+
+// renderBytes renders data for an app with no tenancy policy.
+func renderBytes(d *render.Decrypter, data []byte, tombstone bool) ([]byte, error) {
+	out, err := d.Render(data, render.Options{App: "test/app", Tombstone: tombstone})
+	return out.Body, err
+}
+
+// A tenancy policy decides which keys may decrypt an app's Secrets: the
+// bridge holds every team's keys, but a release is decrypted only with its
+// own prefix's.
+func TestRenderTriesOnlyTheKeysItIsAllowed(t *testing.T) {
+	ids := newAgeKeys(t, 2)
+	teamA, teamB := recipientsOf(ids[0])[0], recipientsOf(ids[1])[0]
+	d := newDecrypter(t, ids...)
+	data := releaseStream(relDoc{"secret.yaml", string(encryptSecret(t, dbSecret, teamA))})
+	var asked []string
+	onlyB := func(keyType, id string) bool {
+		asked = append(asked, keyType+" "+id)
+		return keyType == "age" && id == teamB
+	}
+	_, err := d.Render(data, render.Options{App: "team-b/app", AllowKey: onlyB})
+	var de *render.DecryptError
+	if !errors.As(err, &de) || de.Reason != render.ReasonNoKey || !strings.Contains(err.Error(), "tenancy policy allows for team-b/app") || !strings.Contains(err.Error(), teamA) {
+		t.Errorf("team A's Secret rendered for team B: %v; want no_key naming the policy and team A's recipient", err)
+	}
+	if !slices.Equal(asked, []string{"age " + teamA}) {
+		t.Errorf("keys asked about: %q, want team A's recipient only", asked)
+	}
+	out, err := d.Render(data, render.Options{App: "team-a/app", AllowKey: func(_, id string) bool { return id == teamA }})
+	if err != nil || !bytes.Contains(out.Body, []byte("hunter2")) || len(out.Objects) != 1 || out.Objects[0].Name != "db" || !out.Objects[0].Encrypted {
+		t.Errorf("team A's Secret for team A: %v; objects %+v", err, out.Objects)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/bucketops/bucketops/policy"
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/store"
 )
@@ -92,7 +93,12 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, ref store.Re
 
 func classify(ref store.Ref, err error) (int, string) {
 	var decryptErr *render.DecryptError
+	var violation *policy.Violation
 	switch {
+	case errors.As(err, &violation):
+		return http.StatusForbidden, "policy_" + violation.Reason
+	case errors.Is(err, errBusy):
+		return http.StatusServiceUnavailable, "render_busy"
 	case errors.Is(err, store.ErrInvalidApp):
 		return http.StatusBadRequest, "invalid_app"
 	case errors.Is(err, store.ErrNotFound) && ref.Generation != 0:

@@ -2,22 +2,48 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/bucketops/bucketops/deploy"
+	"github.com/bucketops/bucketops/policy"
+	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/store"
 )
 
-// HeaderApplication carries the Argo CD Application instance name
-// (ARGOCD_APP_NAME) on a manifest request from the plugin.
-const HeaderApplication = "X-Bucketops-Application"
+// Headers the plugin sends with a manifest request, from what Argo CD sets
+// in its environment and an Application author can't override.
+const (
+	// HeaderApplication carries the Application's instance name
+	// (ARGOCD_APP_NAME).
+	HeaderApplication = "X-Bucketops-Application"
+	// HeaderDestination carries its destination namespace
+	// (ARGOCD_APP_NAMESPACE).
+	HeaderDestination = "X-Bucketops-Destination-Namespace"
+	// HeaderProject carries its project (ARGOCD_APP_PROJECT_NAME, which
+	// Argo CD sets from v3.0).
+	HeaderProject = "X-Bucketops-Project"
+)
+
+// RenderCost is the memory a render of a release of size bytes is counted
+// for when cold renders are admitted: parsing every document into YAML
+// nodes, decrypting and writing the output take about 34 times the
+// release's size at the peak (docs/benchmarks.md, "Render memory"), and
+// even a small release costs its buffers.
+func RenderCost(size int64) int64 {
+	return max(size*40, 1<<20)
+}
 
 // rendered is one release as Argo CD gets it.
 type rendered struct {
 	release store.Release
 	body    []byte
+	// objects are the release's objects (identities, no bodies), for the
+	// policy's content rules, checked on every request.
+	objects []render.Object
 }
 
 // manifests answers GET /v1/apps/{app}/-/manifests[?generation=G]: the
@@ -35,15 +61,23 @@ func (s *Server) manifests(w http.ResponseWriter, r *http.Request, app string) {
 		}
 		ref.Generation = gen
 	}
+	check, err := s.admission(r, app)
+	if err != nil {
+		s.renderError(w, r, ref, err)
+		return
+	}
+	size := int64(-1) // unknown until the attributes are read
 	if ref.Generation == 0 {
 		head, err := s.releases.Head(r.Context(), app)
 		if err != nil {
 			s.renderError(w, r, ref, err)
 			return
 		}
-		ref.Generation = head.Generation
+		ref.Generation, size = head.Generation, head.Size
 	}
-	key := ref.String()
+	// A policy's keys decide what decrypts: a render made under one rule
+	// is never served under another.
+	key := ref.String() + check.cacheKey()
 	out, hit := s.cache.get(key)
 	if !hit {
 		// Concurrent cold renders of one release share a single read and
@@ -51,15 +85,10 @@ func (s *Server) manifests(w http.ResponseWriter, r *http.Request, app string) {
 		v, err, _ := s.inflight.Do(key, func() (any, error) {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.timeout)
 			defer cancel()
-			rel, data, err := s.releases.Read(ctx, ref)
+			out, err := s.render(ctx, ref, size, check)
 			if err != nil {
 				return nil, err
 			}
-			body, err := s.renderer.Render(data, rel.Kind == store.KindTombstone)
-			if err != nil {
-				return nil, fmt.Errorf("render %s: %w", rel.Ref(), err)
-			}
-			out := rendered{release: rel, body: body}
 			s.cache.add(key, out)
 			return out, nil
 		})
@@ -68,6 +97,10 @@ func (s *Server) manifests(w http.ResponseWriter, r *http.Request, app string) {
 			return
 		}
 		out = v.(rendered)
+	}
+	if err := check.release(out); err != nil {
+		s.renderError(w, r, ref, err)
+		return
 	}
 	cacheLabel := map[bool]string{true: "hit", false: "miss"}[hit]
 	s.metrics.cache.WithLabelValues(cacheLabel).Inc()
@@ -91,6 +124,124 @@ func (s *Server) manifests(w http.ResponseWriter, r *http.Request, app string) {
 	h.Set("X-Bucketops-Kind", out.release.Kind)
 	w.WriteHeader(http.StatusOK)
 	w.Write(out.body)
+}
+
+// render reads and renders one release, admitted by its size (size < 0:
+// not known yet, read from its attributes first).
+func (s *Server) render(ctx context.Context, ref store.Ref, size int64, check admission) (rendered, error) {
+	if s.renderMemory != nil {
+		if size < 0 {
+			attrs, err := s.releases.Stat(ctx, ref)
+			if err != nil {
+				return rendered{}, err
+			}
+			size = attrs.Size
+		}
+		weight := min(RenderCost(size), s.renderBudget)
+		if err := s.renderMemory.Acquire(ctx, weight); err != nil {
+			return rendered{}, fmt.Errorf("%w: %s waited %s for memory to render %d bytes, other renders holding the bridge's --render-memory", errBusy, ref, s.timeout, size)
+		}
+		defer s.renderMemory.Release(weight)
+	}
+	rel, data, err := s.releases.Read(ctx, ref)
+	if err != nil {
+		return rendered{}, err
+	}
+	if err := check.copied(rel); err != nil {
+		return rendered{}, err
+	}
+	opts := render.Options{App: rel.App, Tombstone: rel.Kind == store.KindTombstone}
+	if check.rule != nil {
+		// What the rule refuses whoever asks is refused before anything
+		// is decrypted; the destination is checked per request.
+		opts.AllowKey = check.rule.AllowsKey
+		opts.Check = func(objs []render.Object) error { return check.rule.CheckObjects(rel.App, objs, "") }
+	}
+	res, err := s.renderer.Render(data, opts)
+	if err != nil {
+		return rendered{}, fmt.Errorf("render %s: %w", rel.Ref(), err)
+	}
+	for i := range res.Objects {
+		res.Objects[i].Body = nil // the identities are kept, not the text
+	}
+	return rendered{release: rel, body: res.Body, objects: res.Objects}, nil
+}
+
+// errBusy: the bridge's render memory stayed taken for the whole request.
+var errBusy = errors.New("busy")
+
+// admission is what the tenancy policy lets one request have.
+type admission struct {
+	app    string
+	policy *policy.Policy
+	rule   *policy.Rule // nil without a policy
+	// destination is where objects without a namespace land.
+	destination string
+}
+
+// admission resolves the policy rule for app and the Application asking,
+// and checks its project. Without a policy everything is admitted.
+func (s *Server) admission(r *http.Request, app string) (admission, error) {
+	if s.policy == nil {
+		return admission{app: app}, nil
+	}
+	pol := s.policy.Current()
+	rule, err := pol.Rule(app)
+	if err != nil {
+		return admission{}, err
+	}
+	a := admission{app: app, policy: pol, rule: rule, destination: r.Header.Get(HeaderDestination)}
+	project := r.Header.Get(HeaderProject)
+	// Argo CD v2 doesn't give plugins the project: the Application's
+	// instance name, which Argo CD does give, finds it, and what Argo CD
+	// holds wins over what the request says.
+	if instance := r.Header.Get(HeaderApplication); instance != "" && s.callers != nil {
+		c, err := s.callers.Caller(r.Context(), instance)
+		switch {
+		case errors.Is(err, deploy.ErrNoArgoCD):
+		case err != nil:
+			return admission{}, &policy.Violation{App: app, Prefix: rule.Prefix, Reason: policy.ReasonProject, Detail: "can't tell which Argo CD project asks: " + err.Error()}
+		case c.App != app:
+			return admission{}, &policy.Violation{App: app, Prefix: rule.Prefix, Reason: policy.ReasonProject,
+				Detail: fmt.Sprintf("Application %s/%s deploys %s, not this app", c.Namespace, c.Name, c.App)}
+		default:
+			project, a.destination = c.Project, c.Destination
+		}
+	}
+	if err := rule.CheckProject(app, project); err != nil {
+		return admission{}, err
+	}
+	return a, nil
+}
+
+// cacheKey tells renders made under different rules apart.
+func (a admission) cacheKey() string {
+	if a.rule == nil {
+		return ""
+	}
+	return "|" + a.policy.Digest + "|" + a.rule.Prefix
+}
+
+// release checks a rendered release against what depends on the
+// Application asking: where objects without a namespace land. The rest was
+// checked when it was rendered, under the same rule (cacheKey).
+func (a admission) release(out rendered) error {
+	if a.rule == nil {
+		return nil
+	}
+	return a.rule.CheckDestination(a.app, out.objects, a.destination)
+}
+
+// copied refuses a release copied from where the rule doesn't allow.
+func (a admission) copied(rel store.Release) error {
+	if a.rule == nil || rel.Origin == "" {
+		return nil
+	}
+	src, err := store.ParseRef(rel.Origin)
+	if err != nil {
+		return &policy.Violation{App: a.app, Prefix: a.rule.Prefix, Reason: policy.ReasonCopy, Detail: fmt.Sprintf("the release's origin %q is not app@generation", rel.Origin)}
+	}
+	return a.policy.CheckCopy(src.App, a.app)
 }
 
 func (s *Server) renderError(w http.ResponseWriter, r *http.Request, ref store.Ref, err error) {

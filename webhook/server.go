@@ -16,21 +16,26 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/semaphore"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/bucketops/bucketops/deploy"
+	"github.com/bucketops/bucketops/policy"
+	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/store"
 )
 
 // Releases is what the server reads from the bucket.
 type Releases interface {
 	Head(ctx context.Context, app string) (store.Release, error)
+	Stat(ctx context.Context, ref store.Ref) (store.Release, error)
 	Read(ctx context.Context, ref store.Ref) (store.Release, []byte, error)
 	History(ctx context.Context, app string, opts store.HistoryOptions) ([]store.Release, error)
 	List(ctx context.Context, prefix string) ([]store.Release, error)
@@ -39,7 +44,18 @@ type Releases interface {
 
 // Renderer turns a stored release into what Argo CD applies.
 type Renderer interface {
-	Render(data []byte, tombstone bool) ([]byte, error)
+	Render(data []byte, opts render.Options) (render.Output, error)
+}
+
+// Policies hands out the tenancy policy in force (policy.Watcher).
+type Policies interface {
+	Current() *policy.Policy
+}
+
+// Callers resolves the Argo CD Application a manifest request is made for
+// (deploy.Deployer).
+type Callers interface {
+	Caller(ctx context.Context, instance string) (deploy.Caller, error)
 }
 
 // Config is the server's dependencies and limits.
@@ -51,8 +67,19 @@ type Config struct {
 	Registry *prometheus.Registry
 	// CacheBytes bounds the memory held by cached renders; 0 disables the cache.
 	CacheBytes int64
+	// RenderMemory bounds the memory cold renders may use at once, each
+	// weighed by its release's size (RenderCost); 0 means no bound.
+	RenderMemory int64
+	// Policy, when not nil, is the tenancy policy every render is checked
+	// against; Callers then resolves the Application asking.
+	Policy  Policies
+	Callers Callers
 	// RequestTimeout bounds each request, outbound calls included.
 	RequestTimeout time.Duration
+	// ReadyInterval is how long one bucket check answers /readyz (default
+	// 5s): anyone may call it, the bucket is listed at most once per
+	// interval.
+	ReadyInterval time.Duration
 	// Deploys takes bucket notifications, hears which generation was served
 	// to which Application, and answers deploy status. Nil turns the status
 	// and Pub/Sub push routes off.
@@ -86,6 +113,9 @@ func (c Config) Validate() error {
 	if c.CacheBytes < 0 {
 		errs = append(errs, errors.New("negative cache size"))
 	}
+	if c.RenderMemory < 0 {
+		errs = append(errs, errors.New("negative render memory"))
+	}
 	if c.Push != nil {
 		if c.Deploys == nil {
 			errs = append(errs, errors.New("pubsub push needs a deployer"))
@@ -107,10 +137,16 @@ type Server struct {
 	metrics  *metrics
 	cache    *cache
 	inflight singleflight.Group
-	timeout  time.Duration
-	deploys  *deploy.Deployer
-	location store.Location
-	push     *PushAuth
+	// renderMemory admits cold renders by weight; nil when unbounded.
+	renderMemory *semaphore.Weighted
+	renderBudget int64
+	policy       Policies
+	callers      Callers
+	ready        readiness
+	timeout      time.Duration
+	deploys      *deploy.Deployer
+	location     store.Location
+	push         *PushAuth
 }
 
 // New returns a Server for cfg.
@@ -121,7 +157,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = 30 * time.Second
 	}
-	return &Server{
+	if cfg.ReadyInterval == 0 {
+		cfg.ReadyInterval = 5 * time.Second
+	}
+	srv := &Server{
 		releases: cfg.Releases,
 		renderer: cfg.Renderer,
 		tokens:   cfg.Tokens,
@@ -133,7 +172,15 @@ func New(cfg Config) (*Server, error) {
 		deploys:  cfg.Deploys,
 		location: cfg.Location,
 		push:     cfg.Push,
-	}, nil
+		policy:   cfg.Policy,
+		callers:  cfg.Callers,
+		ready:    readiness{interval: cfg.ReadyInterval},
+	}
+	if cfg.RenderMemory > 0 {
+		srv.renderMemory = semaphore.NewWeighted(cfg.RenderMemory)
+		srv.renderBudget = cfg.RenderMemory
+	}
+	return srv, nil
 }
 
 // maxBodyBytes caps request bodies; no route takes a large one.
@@ -207,11 +254,35 @@ func (s *Server) appRoute(w http.ResponseWriter, r *http.Request) {
 	h.ServeHTTP(w, r)
 }
 
+// readiness caches the last bucket check.
+type readiness struct {
+	interval time.Duration
+	mu       sync.Mutex
+	checked  time.Time
+	err      error
+}
+
+// readyz answers whether the bucket can be listed, from a check at most
+// ReadyInterval old. It is open to all, like /healthz, so it says why in
+// one stable word; the bucket's own error goes to the log.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-	defer cancel()
-	if err := s.releases.Ping(ctx); err != nil {
-		s.fail(w, r, http.StatusServiceUnavailable, "bucket_unreachable", err)
+	s.ready.mu.Lock()
+	if time.Since(s.ready.checked) >= s.ready.interval {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		err := s.releases.Ping(ctx)
+		cancel()
+		switch {
+		case err != nil && (s.ready.err == nil || s.ready.checked.IsZero()):
+			s.log.Warn("not ready: the bucket can't be listed", "error", err)
+		case err == nil && s.ready.err != nil:
+			s.log.Info("ready: the bucket can be listed again")
+		}
+		s.ready.checked, s.ready.err = time.Now(), err
+	}
+	err := s.ready.err
+	s.ready.mu.Unlock()
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "the bucket can't be reached; the bridge's log says why", Reason: "bucket_unreachable"})
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -42,6 +43,12 @@ func serveBridge(t testing.TB, b *storetest.Bucket, dec *render.Decrypter) *brid
 
 func serveBridgeWithCache(t testing.TB, b *storetest.Bucket, dec *render.Decrypter, cacheBytes int64) *bridge {
 	t.Helper()
+	return serveBridgeConfig(t, b, dec, func(c *webhook.Config) { c.CacheBytes = cacheBytes })
+}
+
+// serveBridgeConfig serves a bridge whose configuration configure changes.
+func serveBridgeConfig(t testing.TB, b *storetest.Bucket, dec *render.Decrypter, configure func(*webhook.Config)) *bridge {
+	t.Helper()
 	st := b.Store(t, "")
 	if dec == nil {
 		var err error
@@ -49,14 +56,16 @@ func serveBridgeWithCache(t testing.TB, b *storetest.Bucket, dec *render.Decrypt
 			t.Fatal(err)
 		}
 	}
-	srv, err := webhook.New(webhook.Config{
+	cfg := webhook.Config{
 		Releases:   st,
 		Renderer:   dec,
 		Tokens:     []webhook.Token{webhook.NewToken(webhook.RolePlugin, pluginToken), webhook.NewToken(webhook.RoleReader, readerToken)},
 		Logger:     slog.New(slog.DiscardHandler),
 		Registry:   prometheus.NewRegistry(),
-		CacheBytes: cacheBytes,
-	})
+		CacheBytes: 64 << 20,
+	}
+	configure(&cfg)
+	srv, err := webhook.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,17 +303,25 @@ func TestAppsAndHistory(t *testing.T) {
 }
 
 func TestReadinessFollowsTheBucket(t *testing.T) {
-	b := newBridge(t, nil)
+	b := serveBridgeConfig(t, storetest.New(t, true), nil, func(c *webhook.Config) { c.ReadyInterval = time.Nanosecond })
 	b.publish(t, "prod/api", configMap("a", "1"))
 	if r := b.get(t, "/readyz", ""); r.status != 200 {
 		t.Fatalf("ready: %d %s", r.status, r.body)
 	}
 	b.bucket.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprint(w, `{"error":{"code":403,"message":"bridge@acme-prod.iam.gserviceaccount.com does not have storage.objects.list access to the Google Cloud Storage bucket releases"}}`)
 		return true
 	})
-	if r := b.get(t, "/readyz", ""); r.status != 503 || r.reason(t) != "bucket_unreachable" {
+	r := b.get(t, "/readyz", "")
+	if r.status != 503 || r.reason(t) != "bucket_unreachable" {
 		t.Errorf("readiness with the bucket refusing: %d %s", r.status, r.body)
+	}
+	// Anyone may ask /readyz: it says why in one word, never with the
+	// bucket's own error, which names identities and buckets.
+	if strings.Contains(r.body, "iam.gserviceaccount.com") || strings.Contains(r.body, "storage.objects.list") {
+		t.Errorf("an unauthenticated readiness answer quotes the bucket's error: %s", r.body)
 	}
 	if r := b.get(t, "/v1/apps/prod/api/-/manifests", pluginToken); r.status != 503 || r.reason(t) != "bucket_access_denied" {
 		t.Errorf("a render the bucket refuses: %d %s; want 503 bucket_access_denied", r.status, r.body)
@@ -312,5 +329,21 @@ func TestReadinessFollowsTheBucket(t *testing.T) {
 	b.bucket.Intercept(nil)
 	if r := b.get(t, "/readyz", ""); r.status != 200 {
 		t.Errorf("readiness after recovery: %d %s", r.status, r.body)
+	}
+}
+
+// An open endpoint must not let anyone make the bridge list the bucket at
+// will: one check answers every probe for ReadyInterval.
+func TestReadinessListsTheBucketOncePerInterval(t *testing.T) {
+	bucket := storetest.New(t, true)
+	b := serveBridgeConfig(t, bucket, nil, func(c *webhook.Config) { c.ReadyInterval = time.Hour })
+	before := bucket.Requests.Load()
+	for range 50 {
+		if r := b.get(t, "/readyz", ""); r.status != 200 {
+			t.Fatalf("ready: %d %s", r.status, r.body)
+		}
+	}
+	if n := bucket.Requests.Load() - before; n != 1 {
+		t.Errorf("50 readiness probes made %d bucket requests, want 1", n)
 	}
 }

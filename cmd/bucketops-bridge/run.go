@@ -26,6 +26,7 @@ import (
 
 	"github.com/bucketops/bucketops/deploy"
 	"github.com/bucketops/bucketops/emulator"
+	"github.com/bucketops/bucketops/policy"
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/store"
 	"github.com/bucketops/bucketops/webhook"
@@ -41,6 +42,9 @@ type config struct {
 	tokenFiles []tokenFile
 	ageKeyFile string
 	cacheBytes int64
+	// renderMemory bounds what cold renders hold at once.
+	renderMemory int64
+	policyFile   string
 
 	// Notifications and Argo CD.
 	subscription  string
@@ -76,8 +80,11 @@ func (c config) Validate() error {
 	if c.bucket != "" && len(c.tokenFiles) == 0 {
 		errs = append(errs, errors.New("no --token-file: every route but health needs a bearer token; give --token-file plugin=PATH (and reader=PATH)"))
 	}
-	if c.cacheBytes < 0 {
+	if c.cacheBytes < -1 {
 		errs = append(errs, errors.New("--cache-bytes must not be negative"))
+	}
+	if c.renderMemory < -1 {
+		errs = append(errs, errors.New("--render-memory must not be negative"))
 	}
 	if c.subscription != "" && !subscriptionName.MatchString(c.subscription) {
 		errs = append(errs, fmt.Errorf("--subscription %q: want projects/PROJECT/subscriptions/SUBSCRIPTION", c.subscription))
@@ -132,7 +139,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return nil
 	})
 	fs.StringVar(&c.ageKeyFile, "age-key-file", os.Getenv("SOPS_AGE_KEY_FILE"), "age identities for SOPS documents, loaded once at start (default $SOPS_AGE_KEY_FILE)")
-	fs.Int64Var(&c.cacheBytes, "cache-bytes", 256<<20, "memory bound of the render cache")
+	fs.Int64Var(&c.cacheBytes, "cache-bytes", -1, "memory bound of the render cache; default a quarter of the memory limit (GOMEMLIMIT or the container's), else 256 MiB; 0 turns the cache off")
+	fs.Int64Var(&c.renderMemory, "render-memory", -1, "memory cold renders may hold at once, each counted as 40x its release's size; default half the memory limit, else 1 GiB; 0: no bound")
+	fs.StringVar(&c.policyFile, "policy", "", "tenancy policy file (YAML): per app prefix, the decryption keys, Argo CD projects, namespaces and kinds allowed; read again when it changes (docs/tenancy.md)")
 	fs.StringVar(&c.subscription, "subscription", "", "projects/P/subscriptions/S: a Pub/Sub pull subscription on the bucket's notification topic")
 	fs.DurationVar(&c.pollInterval, "poll-interval", time.Minute, "list the bucket's heads this often to catch lost notifications; 0 turns polling off")
 	fs.StringVar(&c.pushAudience, "pubsub-audience", "", "accept Pub/Sub push at /v1/pubsub/push with OIDC tokens for this audience")
@@ -176,6 +185,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if r := decrypter.Recipients(); len(r) > 0 {
 		log.Info("age identities loaded", "recipients", strings.Join(r, ","))
 	}
+	cfg.cacheBytes, cfg.renderMemory = memoryBudgets(cfg.cacheBytes, cfg.renderMemory, log)
 	var tokens []webhook.Token
 	for _, tf := range cfg.tokenFiles {
 		t, err := webhook.LoadToken(tf.role, tf.path)
@@ -315,20 +325,33 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 	if err != nil {
 		return err
 	}
+	var watcher *policy.Watcher
+	var pol webhook.Policies
+	var callers webhook.Callers
+	if b.cfg.policyFile != "" {
+		if watcher, err = policy.NewWatcher(b.cfg.policyFile, b.log.With("component", "policy"), reg); err != nil {
+			return usageError{err}
+		}
+		b.log.Info("tenancy policy in force", "path", b.cfg.policyFile, "rules", len(watcher.Current().Rules), "policy", watcher.Current().Digest)
+		pol, callers = watcher, deployer
+	}
 	var push *webhook.PushAuth
 	if b.cfg.pushAudience != "" {
 		push = &webhook.PushAuth{Audience: b.cfg.pushAudience, ServiceAccount: b.cfg.pushAccount, Keys: webhook.GoogleKeys(ctx)}
 	}
 	api, err := webhook.New(webhook.Config{
-		Releases:   st,
-		Renderer:   b.decrypter,
-		Tokens:     b.tokens,
-		Logger:     b.log,
-		Registry:   reg,
-		CacheBytes: b.cfg.cacheBytes,
-		Deploys:    deployer,
-		Location:   st.Location(),
-		Push:       push,
+		Releases:     st,
+		Renderer:     b.decrypter,
+		Tokens:       b.tokens,
+		Logger:       b.log,
+		Registry:     reg,
+		CacheBytes:   b.cfg.cacheBytes,
+		RenderMemory: b.cfg.renderMemory,
+		Policy:       pol,
+		Callers:      callers,
+		Deploys:      deployer,
+		Location:     st.Location(),
+		Push:         push,
 	})
 	if err != nil {
 		return err
@@ -342,6 +365,9 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 		wg.Wait()
 	}()
 	wg.Go(func() { deployer.Run(bg) })
+	if watcher != nil {
+		wg.Go(func() { watcher.Run(bg, policyInterval) })
+	}
 	if sub != nil {
 		b.log.Info("pulling bucket notifications", "subscription", sub.String())
 		wg.Go(func() { deployer.Receive(bg, sub, st.Location()) })

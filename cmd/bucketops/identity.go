@@ -70,6 +70,7 @@ type publishFlags struct {
 	author       string
 	message      string
 	ifGeneration int64
+	policyFile   string
 }
 
 func (f *publishFlags) register(cmd *cobra.Command, withSource bool) {
@@ -81,6 +82,7 @@ func (f *publishFlags) register(cmd *cobra.Command, withSource bool) {
 	fs.StringVar(&f.author, "author", "", "who publishes (default: the CI identity from the CI variables, else user@host)")
 	fs.StringVarP(&f.message, "message", "m", "", "free text recorded with the release")
 	fs.Int64Var(&f.ifGeneration, "if-generation", -1, "strict mode: write only if the head is this generation (0: only if the app has no release); one attempt, otherwise exit 3")
+	fs.StringVar(&f.policyFile, "policy", "", "tenancy policy file to check the release against before writing (default $BUCKETOPS_POLICY); refused: exit 2")
 }
 
 func (f *publishFlags) publication(cmd *cobra.Command, e *env) store.Publication {

@@ -99,10 +99,18 @@ func (e *env) generate(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("%s: BUCKETOPS_BRIDGE %q: %w", what, bridge, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
-	// Argo CD's repo-server names the Application: the bridge's status API
-	// records which generation each Application was served.
-	if name := e.getenv("ARGOCD_APP_NAME"); name != "" {
-		req.Header.Set("X-Bucketops-Application", name)
+	// Argo CD's repo-server names the Application, its destination
+	// namespace and (from v3.0) its project, in variables an Application
+	// can't override: the bridge's status API records which generation each
+	// Application was served, and a tenancy policy judges who asks.
+	for header, variable := range map[string]string{
+		"X-Bucketops-Application":           "ARGOCD_APP_NAME",
+		"X-Bucketops-Destination-Namespace": "ARGOCD_APP_NAMESPACE",
+		"X-Bucketops-Project":               "ARGOCD_APP_PROJECT_NAME",
+	} {
+		if v := e.getenv(variable); v != "" {
+			req.Header.Set(header, v)
+		}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

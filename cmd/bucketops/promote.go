@@ -63,12 +63,19 @@ func (e *env) copyRelease(cmd *cobra.Command, f *publishFlags, src store.Ref, ds
 	if err := f.validate(); err != nil {
 		return err
 	}
+	pol, err := f.policy(e)
+	if err != nil {
+		return err
+	}
 	ctx := cmd.Context()
 	s, closeStore, err := e.openStore(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
+	if err := checkCopy(ctx, pol, s, src, dst); err != nil {
+		return err
+	}
 	res, err := s.Copy(ctx, src, dst, f.publication(cmd, e))
 	if err != nil {
 		return err

@@ -37,14 +37,20 @@ failed to (exit 5), as bucketops wait does.`,
 			if err := f.validate(); err != nil {
 				return err
 			}
+			pol, err := f.policy(e)
+			if err != nil {
+				return err
+			}
 			var rel *render.Release
-			var err error
 			if path == "-" {
 				rel, err = render.AssembleStream("stdin", e.stdin)
 			} else {
 				rel, err = render.AssembleDir(path)
 			}
 			if err != nil {
+				return err
+			}
+			if err := checkRelease(pol, app, rel.Objects); err != nil {
 				return err
 			}
 			p := f.publication(cmd, e)
@@ -93,6 +99,9 @@ type publishOutput struct {
 	Kind       string `json:"kind"`
 	Origin     string `json:"origin,omitempty"`
 	Unchanged  bool   `json:"unchanged"`
+	// SupersededBy: the release was published, but a newer one replaced it
+	// before push could confirm its write.
+	SupersededBy int64 `json:"superseded_by,omitempty"`
 }
 
 func (e *env) printResult(res store.Result) error {
@@ -100,6 +109,7 @@ func (e *env) printResult(res store.Result) error {
 		return e.printJSON(publishOutput{
 			App: res.App, Generation: res.Generation, Digest: res.Digest, Sequence: res.Sequence,
 			Resources: res.Resources, Kind: res.Kind, Origin: res.Origin, Unchanged: res.Unchanged,
+			SupersededBy: res.SupersededBy,
 		})
 	}
 	verb := "published"
@@ -112,6 +122,9 @@ func (e *env) printResult(res store.Result) error {
 	detail := fmt.Sprintf("%d resources, %s", res.Resources, res.Digest)
 	if res.Origin != "" {
 		detail += ", from " + res.Origin
+	}
+	if res.SupersededBy != 0 {
+		detail += fmt.Sprintf(", already superseded by generation %d", res.SupersededBy)
 	}
 	_, err := fmt.Fprintf(e.stdout, "%s %s (%s)\n", verb, res.Ref(), detail)
 	return err

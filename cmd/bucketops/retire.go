@@ -23,6 +23,13 @@ only release that may be empty: an empty push is an error, never a prune.`,
 			if err := f.validate(); err != nil {
 				return err
 			}
+			pol, err := f.policy(e)
+			if err != nil {
+				return err
+			}
+			if err := checkRelease(pol, a[0], nil); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			s, closeStore, err := e.openStore(ctx)
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 	"cloud.google.com/go/storage"
 	"github.com/spf13/cobra"
 
+	"github.com/bucketops/bucketops/policy"
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/store"
 )
@@ -41,7 +42,8 @@ func exitCode(err error) int {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &usage), errors.Is(err, store.ErrInvalidApp), errors.Is(err, store.ErrInvalidLocation),
-		errors.Is(err, render.ErrInvalid), errors.Is(err, store.ErrBucket):
+		errors.Is(err, render.ErrInvalid), errors.Is(err, store.ErrBucket), errors.Is(err, policy.ErrDenied),
+		errors.Is(err, store.ErrTooLarge):
 		return exitInvalid
 	case errors.Is(err, errNotDeployed):
 		return exitNotDeployed

@@ -1,0 +1,301 @@
+package webhook_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
+	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bucketops/bucketops/deploy"
+	"github.com/bucketops/bucketops/deploy/argocdtest"
+	"github.com/bucketops/bucketops/policy"
+	"github.com/bucketops/bucketops/render"
+	"github.com/bucketops/bucketops/render/sopstest"
+	"github.com/bucketops/bucketops/store"
+	"github.com/bucketops/bucketops/store/storetest"
+	"github.com/bucketops/bucketops/webhook"
+)
+
+// tenants is one bucket, one bridge and one Argo CD for two teams, each
+// with its own prefix, project, namespace and age key; the bridge holds
+// both keys.
+type tenants struct {
+	*bridge
+	argo           *argocdtest.Server
+	keyA, keyB     string // age recipients
+	secretA        string // team A's encrypted Secret, in namespace team-a
+	plainA, plainB string // the passwords they hold
+}
+
+const tenantsPolicy = `rules:
+  - prefix: team-a
+    projects: [team-a]
+    namespaces: [team-a]
+    decryptionKeys: [%s]
+  - prefix: team-b
+    projects: [team-b]
+    namespaces: [team-b]
+    decryptionKeys: [%s]
+    promoteFrom: [staging/team-b]
+  - prefix: staging
+    projects: ["*"]
+    namespaces: ["*"]
+`
+
+// teamSecret is a Secret of namespace ns holding password.
+func teamSecret(ns, password string) string {
+	return fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: %s\nstringData:\n  password: %s\n", ns, password)
+}
+
+func newTenants(t *testing.T, withPolicy bool) *tenants {
+	t.Helper()
+	keys := sopstest.NewAgeKeys(t, 2)
+	dec, err := render.NewDecrypter(sopstest.KeyFile(keys...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn := &tenants{keyA: keys[0].Recipient().String(), keyB: keys[1].Recipient().String(), plainA: "team-a-s3cret", plainB: "team-b-s3cret"}
+	tn.secretA = string(sopstest.EncryptSecret(t, teamSecret("team-a", tn.plainA), tn.keyA))
+
+	bucket := storetest.New(t, true)
+	st := bucket.Store(t, "")
+	tn.argo = argocdtest.New(t)
+	reg := prometheus.NewRegistry()
+	d, err := deploy.New(deploy.Config{
+		Releases: st, Logger: slog.New(slog.DiscardHandler), Registry: reg,
+		Connect: func() (application.ApplicationServiceClient, io.Closer, error) { return tn.argo.ArgoCD(t).Connect() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	cfg := webhook.Config{
+		Releases: st, Renderer: dec, Logger: slog.New(slog.DiscardHandler), Registry: reg,
+		Tokens:  []webhook.Token{webhook.NewToken(webhook.RolePlugin, pluginToken), webhook.NewToken(webhook.RoleReader, readerToken)},
+		Deploys: d, Location: st.Location(), CacheBytes: 64 << 20,
+	}
+	if withPolicy {
+		file := filepath.Join(t.TempDir(), "policy.yaml")
+		if err := os.WriteFile(file, fmt.Appendf(nil, tenantsPolicy, tn.keyA, tn.keyB), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		w, err := policy.NewWatcher(file, slog.New(slog.DiscardHandler), reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Policy, cfg.Callers = w, d
+	}
+	srv, err := webhook.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Routes())
+	t.Cleanup(hs.Close)
+	tn.bridge = &bridge{url: hs.URL, bucket: bucket, store: st}
+	return tn
+}
+
+// application puts an Argo CD Application of project deploying app into
+// destination.
+func (tn *tenants) application(name, project, app, destination string) {
+	a := argocdtest.PluginApp(name, "", app)
+	a.Spec.Project = project
+	a.Spec.Destination.Namespace = destination
+	tn.argo.Put(a)
+}
+
+// render asks for app's manifests as the plugin does for the Application
+// instance (ARGOCD_APP_NAME); "" sends no instance.
+func (tn *tenants) render(t *testing.T, app, instance string) response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, tn.url+"/v1/apps/"+app+"/-/manifests", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+pluginToken)
+	if instance != "" {
+		req.Header.Set(webhook.HeaderApplication, instance)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return response{resp.StatusCode, resp.Header, string(body)}
+}
+
+// The review's reproduction of hole 3, without a policy: a team with write
+// access to the bucket copies another team's encrypted Secret into its own
+// app, renames namespace to generateName (the SOPS MAC covers values, not
+// key names), and the bridge serves it decrypted; any Application may name
+// any app. This is the documented single-tenant behaviour.
+func TestWithoutAPolicyEveryWriterIsTrustedWithEverySecret(t *testing.T) {
+	tn := newTenants(t, false)
+	moved := strings.Replace(tn.secretA, "  namespace: team-a\n", "  generateName: team-a\n", 1)
+	tn.publish(t, "team-b/app", moved)
+	tn.application("team-b-app", "team-b", "team-b/app", "team-b")
+	if r := tn.render(t, "team-b/app", "team-b-app"); r.status != 200 || !strings.Contains(r.body, tn.plainA) {
+		t.Fatalf("without a policy the copied Secret isn't served in clear (%d %s): the reproduction no longer holds", r.status, r.body)
+	}
+}
+
+func TestPolicyBindsAppsToTheirTeam(t *testing.T) {
+	tn := newTenants(t, true)
+	tn.publish(t, "team-a/app", configMap("settings", "a")+"---\n"+tn.secretA)
+	tn.application("team-a-app", "team-a", "team-a/app", "team-a")
+
+	t.Run("team A's Application gets team A's app, decrypted", func(t *testing.T) {
+		r := tn.render(t, "team-a/app", "team-a-app")
+		if r.status != 200 || !strings.Contains(r.body, tn.plainA) {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+	})
+
+	for _, tc := range []struct {
+		name, app, instance string
+		setup               func(t *testing.T)
+		reason, mention     string
+	}{
+		{
+			name: "an Application of project B naming team A's app", app: "team-a/app", instance: "intruder",
+			setup:  func(*testing.T) { tn.application("intruder", "team-b", "team-a/app", "team-b") },
+			reason: "policy_project", mention: `Argo CD project \"team-b\" may not deploy this app`,
+		},
+		{
+			name: "a request that names no Application", app: "team-a/app", instance: "",
+			reason: "policy_project", mention: "project of the Application is unknown",
+		},
+		{
+			name: "an Application that doesn't exist", app: "team-a/app", instance: "ghost",
+			reason: "policy_project", mention: "no such Application",
+		},
+		{
+			name: "team A's Application asking for another app than its own", app: "team-a/other", instance: "team-a-app",
+			setup:  func(t *testing.T) { tn.publish(t, "team-a/other", configMap("x", "1")) },
+			reason: "policy_project", mention: "deploys team-a/app, not this app",
+		},
+		{
+			name: "team A's Secret copied into team B's app, namespace renamed to generateName", app: "team-b/moved", instance: "team-b-moved",
+			setup: func(t *testing.T) {
+				tn.publish(t, "team-b/moved", strings.Replace(tn.secretA, "  namespace: team-a\n", "  generateName: team-a\n", 1))
+				tn.application("team-b-moved", "team-b", "team-b/moved", "team-b")
+			},
+			reason: "policy_encrypted_document", mention: `not \"generateName\"`,
+		},
+		{
+			name: "team A's Secret copied as it is into team B's app", app: "team-b/copied", instance: "team-b-copied",
+			setup: func(t *testing.T) {
+				tn.publish(t, "team-b/copied", tn.secretA)
+				tn.application("team-b-copied", "team-b", "team-b/copied", "team-b")
+			},
+			reason: "policy_decryption_key", mention: "none of which the rule's decryptionKeys allow",
+		},
+		{
+			name: "a Secret in team B's namespace encrypted for team A's key", app: "team-b/for-a", instance: "team-b-for-a",
+			setup: func(t *testing.T) {
+				tn.publish(t, "team-b/for-a", string(sopstest.EncryptSecret(t, teamSecret("team-b", "x"), tn.keyA)))
+				tn.application("team-b-for-a", "team-b", "team-b/for-a", "team-b")
+			},
+			reason: "policy_decryption_key", mention: tn.keyA,
+		},
+		{
+			name: "team A's release promoted into team B's app", app: "team-b/promoted", instance: "team-b-promoted",
+			setup: func(t *testing.T) {
+				head, err := tn.store.Head(t.Context(), "team-a/app")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := tn.store.Copy(t.Context(), head.Ref(), "team-b/promoted", store.Publication{}); err != nil {
+					t.Fatal(err)
+				}
+				tn.application("team-b-promoted", "team-b", "team-b/promoted", "team-b")
+			},
+			reason: "policy_copy", mention: "releases of team-a/app may not be copied here",
+		},
+		{
+			name: "objects without a namespace for a destination the rule doesn't allow", app: "team-a/app", instance: "team-a-elsewhere",
+			setup: func(t *testing.T) {
+				tn.application("team-a-elsewhere", "team-a", "team-a/app", "kube-system")
+			},
+			reason: "policy_namespace", mention: `destination namespace \"kube-system\"`,
+		},
+		{
+			name: "an app no rule covers", app: "other/app", instance: "other",
+			setup: func(t *testing.T) {
+				tn.publish(t, "other/app", configMap("x", "1"))
+				tn.application("other", "default", "other/app", "other")
+			},
+			reason: "policy_no_rule", mention: "no rule",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.setup != nil {
+				tc.setup(t)
+			}
+			// The index follows Argo CD's watch: an Application just put may
+			// be looked up directly, which must give the same answer.
+			r := tn.render(t, tc.app, tc.instance)
+			if r.status != http.StatusForbidden || r.reason(t) != tc.reason || !strings.Contains(r.body, tc.mention) {
+				t.Errorf("%d %s; want 403 %s mentioning %q", r.status, r.body, tc.reason, tc.mention)
+			}
+			if strings.Contains(r.body, tn.plainA) || strings.Contains(r.body, tn.plainB) {
+				t.Errorf("a refused render holds a decrypted value: %s", r.body)
+			}
+		})
+	}
+
+	t.Run("a promotion the rule allows", func(t *testing.T) {
+		v := tn.publish(t, "staging/team-b/app", configMap("settings", "staged"))
+		if _, err := tn.store.Copy(t.Context(), v.Ref(), "team-b/app", store.Publication{}); err != nil {
+			t.Fatal(err)
+		}
+		tn.application("team-b-app", "team-b", "team-b/app", "team-b")
+		if r := tn.render(t, "team-b/app", "team-b-app"); r.status != 200 || !strings.Contains(r.body, "staged") {
+			t.Errorf("%d %s", r.status, r.body)
+		}
+	})
+}
+
+// An Application moved to another project loses the app at its next
+// render, cached or not: the project is judged per request.
+func TestPolicyJudgesEveryRequest(t *testing.T) {
+	tn := newTenants(t, true)
+	tn.publish(t, "team-a/app", configMap("settings", "a"))
+	tn.application("team-a-app", "team-a", "team-a/app", "team-a")
+	if r := tn.render(t, "team-a/app", "team-a-app"); r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	tn.argo.Update(argocdtest.Namespace, "team-a-app", func(a *v1alpha1.Application) { a.Spec.Project = "team-b" })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := tn.render(t, "team-a/app", "team-a-app")
+		if r.status == http.StatusForbidden && r.reason(t) == "policy_project" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Application moved to project team-b still gets team A's app: %d %s", r.status, r.body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
