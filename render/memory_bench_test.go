@@ -52,7 +52,7 @@ func BenchmarkRenderMemory(b *testing.B) {
 			}
 			data := rel.Bytes
 			b.Run(fmt.Sprintf("%s/release=%dMiB", shape.name, len(data)>>20), func(b *testing.B) {
-			b.ReportAllocs()
+				b.ReportAllocs()
 				var peak int64
 				for range b.N {
 					runtime.GC()
