@@ -717,3 +717,43 @@ func TestHistoryPageCostsFollowThePage(t *testing.T) {
 		t.Errorf("the page before the head: %+v %v, want sequences %d to %d", page, err, history-1, history-5)
 	}
 }
+
+// Promote and rollback are conditional on the destination's head like any
+// publish: a copy racing a newer release is refused, not written over it.
+// (storetest checks copies' preconditions as GCS does; fake-gcs-server
+// alone doesn't.)
+func TestCopyRacingANewerReleaseIsRefused(t *testing.T) {
+	tb := storetest.New(t, true)
+	s := tb.Store(t, "")
+	v, err := s.Publish(t.Context(), "staging/api", pub("staging/api", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Publish(t.Context(), "prod/api", pub("prod/api", 10)); err != nil {
+		t.Fatal(err)
+	}
+	var newer store.Result
+	var raced atomic.Bool
+	tb.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		if strings.Contains(r.URL.Path, "/rewriteTo/") && raced.CompareAndSwap(false, true) {
+			// Between the copy's read of the head and its write, a newer
+			// pipeline publishes.
+			var err error
+			if newer, err = s.Publish(t.Context(), "prod/api", pub("prod/api", 30)); err != nil {
+				t.Errorf("the newer publish: %v", err)
+			}
+		}
+		return false
+	})
+	_, err = s.Copy(t.Context(), v.Ref(), "prod/api", store.Publication{Sequence: 20})
+	if !raced.Load() {
+		t.Fatal("the copy made no rewrite request to race")
+	}
+	if !errors.Is(err, store.ErrStale) {
+		t.Errorf("a copy at sequence 20 racing a release at 30: %v, want ErrStale after the retry", err)
+	}
+	head, err := s.Head(t.Context(), "prod/api")
+	if err != nil || head.Generation != newer.Generation {
+		t.Errorf("the head is %+v (%v), want the newer release %d", head, err, newer.Generation)
+	}
+}

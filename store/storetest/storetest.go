@@ -1,13 +1,19 @@
 // Package storetest runs an in-process GCS emulator for tests: the real
 // storage client talks to fake-gcs-server over loopback HTTP, through a
-// handler that counts requests and can answer some of them itself.
+// handler that counts requests, can answer some of them itself, and checks
+// the generation preconditions of server-side copies, which
+// fake-gcs-server ignores.
 package storetest
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,6 +40,38 @@ type Bucket struct {
 	intercept atomic.Pointer[func(w http.ResponseWriter, r *http.Request) bool]
 }
 
+// copyPath is a rewrite (server-side copy) request: the destination is
+// its last bucket and object.
+var copyPath = regexp.MustCompile(`/b/[^/]+/o/.+/(?:rewriteTo|copyTo)/b/([^/]+)/o/(.+)$`)
+
+// enforceCopyPreconditions answers 412 to a copy whose ifGenerationMatch
+// doesn't match its destination's live generation, as GCS does:
+// fake-gcs-server checks generation preconditions on uploads only, so
+// without this a promote or rollback racing another writer would pass
+// here and fail there.
+func (b *Bucket) enforceCopyPreconditions(w http.ResponseWriter, r *http.Request) bool {
+	m := copyPath.FindStringSubmatch(r.URL.EscapedPath())
+	want := r.URL.Query().Get("ifGenerationMatch")
+	if m == nil || want == "" || r.Method != http.MethodPost {
+		return false
+	}
+	name, err := url.PathUnescape(m[2])
+	if err != nil {
+		return false
+	}
+	current := "0"
+	if obj, err := b.Server.GetObject(m[1], name); err == nil {
+		current = strconv.FormatInt(obj.Generation, 10)
+	}
+	if current == want {
+		return false
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusPreconditionFailed)
+	fmt.Fprintf(w, `{"error":{"code":412,"message":"At least one of the pre-conditions you specified did not hold (generation %s, ifGenerationMatch %s)"}}`, current, want)
+	return true
+}
+
 // New starts an emulator holding BucketName.
 func New(t testing.TB, versioned bool) *Bucket {
 	t.Helper()
@@ -48,6 +86,9 @@ func New(t testing.TB, versioned bool) *Bucket {
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.Requests.Add(1)
 		if f := b.intercept.Load(); f != nil && (*f)(w, r) {
+			return
+		}
+		if b.enforceCopyPreconditions(w, r) {
 			return
 		}
 		handler.ServeHTTP(w, r)
