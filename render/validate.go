@@ -52,6 +52,9 @@ func (d *document) object() (Object, error) {
 	if root.Kind != yaml.MappingNode {
 		return Object{}, d.fail("", "must be a mapping (a Kubernetes object), not "+describe(root), identityHint)
 	}
+	if problem := aliasProblem(root); problem != "" {
+		return Object{}, d.fail("", problem, aliasHint)
+	}
 	if field, problem := duplicateKey(root, nil); problem != "" {
 		return Object{}, d.fail(field, problem, "YAML readers keep only one of them")
 	}
@@ -364,14 +367,19 @@ func directValue(m *yaml.Node, key string) *yaml.Node {
 // keys (<<) the way YAML-to-JSON conversion does: a key of m itself wins over
 // a merged one, and earlier merged mappings win over later ones.
 func value(m *yaml.Node, key string) *yaml.Node {
-	return lookup(m, key, 0)
+	return lookup(m, key, map[*yaml.Node]bool{})
 }
 
-func lookup(m *yaml.Node, key string, depth int) *yaml.Node {
+// lookup searches each mapping at most once (seen): a mapping already
+// searched didn't hold the key then and doesn't now, so merges that name
+// the same anchors over and over cost their number of mappings, not the
+// number of paths through them.
+func lookup(m *yaml.Node, key string, seen map[*yaml.Node]bool) *yaml.Node {
 	m = resolve(m)
-	if m == nil || m.Kind != yaml.MappingNode || depth > 8 {
+	if m == nil || m.Kind != yaml.MappingNode || seen[m] {
 		return nil
 	}
+	seen[m] = true
 	if v := directValue(m, key); v != nil {
 		return v
 	}
@@ -385,15 +393,78 @@ func lookup(m *yaml.Node, key string, depth int) *yaml.Node {
 		}
 		if src.Kind == yaml.SequenceNode {
 			for _, s := range src.Content {
-				if v := lookup(s, key, depth+1); v != nil {
+				if v := lookup(s, key, seen); v != nil {
 					return v
 				}
 			}
 			continue
 		}
-		if v := lookup(src, key, depth+1); v != nil {
+		if v := lookup(src, key, seen); v != nil {
 			return v
 		}
 	}
 	return nil
+}
+
+// Limits on aliases, per document. Kubernetes manifests rarely use anchors
+// (helm template and kustomize build never write them), so these leave room
+// for hand-written ones while refusing a document that would make whoever
+// expands its aliases (Argo CD and kubectl do, converting YAML to JSON) build
+// a tree many times its size: nine levels of ten aliases are 90 aliases and
+// a billion nodes.
+const (
+	maxAliases = 100
+	// maxAliasExpansion bounds the nodes aliases add once expanded.
+	maxAliasExpansion = 10_000
+)
+
+const aliasHint = "expand the anchors (*alias, <<: merges) in the manifest: helm template and kustomize build never write them"
+
+// aliasProblem counts the document's aliases and the nodes they add once
+// expanded, in one walk with the size of each node computed once.
+func aliasProblem(root *yaml.Node) string {
+	aliases := 0
+	own := 0
+	size := map[*yaml.Node]int64{}
+	var walk func(n *yaml.Node) int64
+	walk = func(n *yaml.Node) int64 {
+		if s, ok := size[n]; ok {
+			return s
+		}
+		size[n] = 0 // an alias can't name its own ancestor; this stops a loop if one did
+		var s int64 = 1
+		if n.Kind == yaml.AliasNode {
+			if n.Alias != nil {
+				s = walk(n.Alias)
+			}
+		} else {
+			for _, c := range n.Content {
+				s += walk(c)
+			}
+		}
+		size[n] = min(s, 1<<40)
+		return size[n]
+	}
+	var count func(n *yaml.Node)
+	count = func(n *yaml.Node) {
+		own++
+		if n.Kind == yaml.AliasNode {
+			aliases++
+			return
+		}
+		for _, c := range n.Content {
+			count(c)
+		}
+	}
+	count(root)
+	if aliases == 0 {
+		return ""
+	}
+	if aliases > maxAliases {
+		return fmt.Sprintf("the document uses %d aliases, more than the limit of %d per document", aliases, maxAliases)
+	}
+	if added := walk(root) - int64(own); added > maxAliasExpansion {
+		return fmt.Sprintf("the document's aliases expand to %d more nodes, more than the limit of %d", added, maxAliasExpansion)
+	}
+	return ""
 }
