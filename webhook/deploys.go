@@ -34,9 +34,11 @@ type pushResponse struct {
 
 // pubsubPush answers POST /v1/pubsub/push. After authentication, every
 // delivery is acknowledged with 200, whatever it held: redelivering a
-// message we can't use (another bucket, another object, a garbled payload)
-// would only repeat the same answer. Only authentication failures are
-// refused (401, 403), which Pub/Sub retries with back-off.
+// message we can't use (another bucket, another object, a garbled payload,
+// a generation the bucket doesn't have) would only repeat the same answer.
+// Only authentication failures (401, 403) and a bucket that can't be asked
+// to check the notification (503) are refused, which Pub/Sub retries with
+// back-off.
 func (s *Server) pubsubPush(w http.ResponseWriter, r *http.Request) {
 	id, err := s.push.Verify(r)
 	if err != nil {
@@ -62,8 +64,11 @@ func (s *Server) pubsubPush(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, pushResponse{Outcome: "malformed", Detail: "not a Pub/Sub push envelope: " + err.Error()})
 		return
 	}
-	ev, isNew, err := s.deploys.Take(s.location, deploy.SourcePush, env.Message.Attributes, env.Message.Data, time.Now())
+	ev, isNew, err := s.deploys.Take(r.Context(), s.location, deploy.SourcePush, env.Message.Attributes, env.Message.Data, time.Now())
 	switch {
+	case errors.Is(err, deploy.ErrUnverified):
+		// Pub/Sub delivers it again, with back-off.
+		s.fail(w, r, http.StatusServiceUnavailable, "bucket_unreachable", errors.New("the notification can't be checked against the bucket now; deliver it again"))
 	case errors.Is(err, deploy.ErrIgnored):
 		writeJSON(w, http.StatusOK, pushResponse{Outcome: "ignored", Detail: err.Error()})
 	case err != nil:
