@@ -249,13 +249,23 @@ func TestSlowArgoCDNeverBlocksIntake(t *testing.T) {
 	r := newRig(t, argo, storetest.New(t, true).Store(t, ""), func(c *deploy.Config) { c.Workers = 1 })
 	r.deployer.Notify(deploy.Event{App: "prod/payments", Generation: 1, Source: deploy.SourcePush})
 	<-entered
-	// With the only worker stuck in Argo CD, events still go in: if Notify
-	// waited for Argo CD, this loop would never end and the test would
-	// time out.
-	for g := int64(2); g <= 2000; g++ {
-		r.deployer.Notify(deploy.Event{App: fmt.Sprintf("prod/app-%d", g%50), Generation: g, Source: deploy.SourcePush})
+	// With the only worker stuck in Argo CD, events still go in. Argo CD
+	// stays stuck until intake is done or has plainly hung: the bound is a
+	// hang detector, far above what 2,000 Notify calls take.
+	intake := make(chan struct{})
+	go func() {
+		defer close(intake)
+		for g := int64(2); g <= 2000; g++ {
+			r.deployer.Notify(deploy.Event{App: fmt.Sprintf("prod/app-%d", g%50), Generation: g, Source: deploy.SourcePush})
+		}
+		r.deployer.Notify(deploy.Event{App: "prod/payments", Generation: 7, Source: deploy.SourcePush})
+	}()
+	select {
+	case <-intake:
+	case <-time.After(30 * time.Second):
+		close(release)
+		t.Fatal("event intake blocked while Argo CD hung: Notify waits for Argo CD")
 	}
-	r.deployer.Notify(deploy.Event{App: "prod/payments", Generation: 7, Source: deploy.SourcePush})
 	close(release)
 	waitHandled(t, r.deployer, "prod/payments", 7)
 }
@@ -512,8 +522,24 @@ func TestStatus(t *testing.T) {
 		t.Errorf("generation 2 after 3 failed: %s, want failed", s.State)
 	}
 
+	// A fourth release syncs, and then the app goes Degraded: failed, with
+	// the health message.
+	gen4 := publish(t, st, "prod/payments", "four")
+	r.deployer.Served("prod/payments", "payments", gen4)
+	argo.Update("", "payments", func(a *v1alpha1.Application) {
+		fin := metav1.NewTime(time.Now().Add(time.Second))
+		a.Status.OperationState = &v1alpha1.OperationState{Phase: synccommon.OperationSucceeded, Message: "ok", StartedAt: now, FinishedAt: &fin}
+		a.Status.Sync.Status = v1alpha1.SyncStatusCodeSynced
+		a.Status.Health = v1alpha1.HealthStatus{Status: health.HealthStatusDegraded, Message: "Deployment api exceeded its progress deadline"}
+		a.Status.ReconciledAt = &fin
+	})
+	s = waitState(t, r.deployer, gen4, deploy.StateFailed)
+	if want := "Degraded: Deployment api exceeded its progress deadline"; s.Applications[0].Message != want {
+		t.Errorf("message %q, want %q", s.Applications[0].Message, want)
+	}
+
 	// A generation that doesn't exist yet.
-	if _, err := r.deployer.Status(ctx, "prod/payments", gen3+1); err == nil {
+	if _, err := r.deployer.Status(ctx, "prod/payments", gen4+1); err == nil {
 		t.Error("status of a future generation: no error")
 	}
 	if _, err := r.deployer.Status(ctx, "prod/nothing", 0); err == nil {

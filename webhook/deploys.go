@@ -51,6 +51,10 @@ func (s *Server) pubsubPush(w http.ResponseWriter, r *http.Request) {
 		if status == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="bucketops"`)
 		}
+		var denied interface{ Detail() string }
+		if errors.As(err, &denied) {
+			s.log.Info("pubsub push refused", "detail", denied.Detail())
+		}
 		s.fail(w, r, status, reason, err)
 		return
 	}

@@ -74,7 +74,7 @@ func newDeployBridge(t *testing.T) *deployBridge {
 		Releases: st, Renderer: dec, Logger: slog.New(slog.DiscardHandler), Registry: reg,
 		Tokens:  []webhook.Token{webhook.NewToken(webhook.RolePlugin, pluginToken), webhook.NewToken(webhook.RoleReader, readerToken)},
 		Deploys: d, Location: st.Location(),
-		Push: &webhook.PushAuth{Audience: pushAudience, ServiceAccount: pushAccount, Keys: issuer.KeySet(context.Background())},
+		Push: &webhook.PushAuth{Audience: pushAudience, ServiceAccount: pushAccount, Keys: issuer.KeySet(time.Minute)},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +152,7 @@ func TestPubsubPushAuthentication(t *testing.T) {
 		{"no token", "", 401, "unauthenticated"},
 		{"garbage", "not.a.jwt", 401, "unauthenticated"},
 		{"signed by another key", other.Token(t, valid), 401, "unauthenticated"},
-		{"HS256 with the public key", b.issuer.TokenWithAlg(t, jose.HS256, []byte("0123456789abcdef0123456789abcdef"), valid), 401, "unauthenticated"},
+		{"HS256 with the public key", b.issuer.TokenWithAlg(t, jose.HS256, b.issuer.PublicKeyPEM(t), valid), 401, "unauthenticated"},
 		{"alg none", unsigned(valid), 401, "unauthenticated"},
 		{"expired", b.issuer.Token(t, with("exp", time.Now().Add(-hour).Unix())), 401, "unauthenticated"},
 		{"issued in the future", b.issuer.Token(t, with("iat", time.Now().Add(hour).Unix())), 401, "unauthenticated"},

@@ -2,13 +2,17 @@ package webhook
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/go-jose/go-jose/v4"
 )
 
 // Google's OIDC issuer and the keys it signs ID tokens with.
@@ -40,17 +44,116 @@ type PushAuth struct {
 	Audience string
 	// ServiceAccount is the email of its --push-auth-service-account.
 	ServiceAccount string
-	// Keys verifies signatures; GoogleKeys in production, a test key set
-	// in tests.
+	// Keys verifies signatures: GoogleKeys in production, a KeySet on a
+	// test issuer's JWKS in tests.
 	Keys oidc.KeySet
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
 
 // GoogleKeys returns Google's signing keys, fetched when first needed and
-// again when a token names a key not seen yet (go-oidc's RemoteKeySet).
-func GoogleKeys(ctx context.Context) oidc.KeySet {
-	return oidc.NewRemoteKeySet(ctx, googleCertsURL)
+// again when a token names a key not seen yet, at most once per
+// keyRefreshInterval.
+func GoogleKeys() *KeySet {
+	return NewKeySet(googleCertsURL, keyRefreshInterval)
+}
+
+// keyRefreshInterval bounds how often a token naming an unknown key makes
+// the bridge fetch the key set again. Google publishes a new key well
+// before signing with it, so a real token's key is nearly always cached.
+const keyRefreshInterval = 30 * time.Second
+
+// KeySet verifies ID token signatures with the keys of a JWKS endpoint,
+// cached. go-oidc's remote key set fetches the endpoint again whenever a
+// signature fails to verify, so anyone could make the bridge fetch
+// Google's keys once per request with a made-up token; this one fetches
+// again only for a key ID it doesn't hold, and at most once per interval.
+type KeySet struct {
+	url      string
+	interval time.Duration
+	client   *http.Client
+
+	mu      sync.Mutex
+	keys    []jose.JSONWebKey
+	fetched time.Time // last fetch attempt, successful or not
+}
+
+// NewKeySet reads keys from the JWKS at url, fetching at most once per
+// interval.
+func NewKeySet(url string, interval time.Duration) *KeySet {
+	return &KeySet{url: url, interval: interval, client: &http.Client{Timeout: 10 * time.Second}}
+}
+
+// VerifySignature implements oidc.KeySet.
+func (k *KeySet) VerifySignature(ctx context.Context, raw string) ([]byte, error) {
+	jws, err := jose.ParseSigned(raw, []jose.SignatureAlgorithm{jose.RS256})
+	if err != nil {
+		return nil, fmt.Errorf("malformed token: %v", err)
+	}
+	if len(jws.Signatures) != 1 {
+		return nil, errors.New("a token has one signature")
+	}
+	kid := jws.Signatures[0].Header.KeyID
+	keys := k.cached()
+	if key, ok := findKey(keys, kid); ok {
+		// A known key that doesn't verify the signature: fetching again
+		// wouldn't change that.
+		return jws.Verify(key)
+	}
+	keys, err = k.refresh(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if key, ok := findKey(keys, kid); ok {
+		return jws.Verify(key)
+	}
+	return nil, fmt.Errorf("no key %q in the issuer's key set", kid)
+}
+
+func findKey(keys []jose.JSONWebKey, kid string) (*jose.JSONWebKey, bool) {
+	for i := range keys {
+		if keys[i].KeyID == kid {
+			return &keys[i], true
+		}
+	}
+	return nil, false
+}
+
+func (k *KeySet) cached() []jose.JSONWebKey {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.keys
+}
+
+// refresh fetches the key set, unless the last attempt was less than an
+// interval ago; either way it returns the keys held.
+func (k *KeySet) refresh(ctx context.Context) ([]jose.JSONWebKey, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.fetched.IsZero() && time.Since(k.fetched) < k.interval {
+		return k.keys, nil
+	}
+	k.fetched = time.Now()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.url, nil)
+	if err != nil {
+		return k.keys, err
+	}
+	resp, err := k.client.Do(req)
+	if err != nil {
+		return k.keys, fmt.Errorf("fetching the issuer's keys: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return k.keys, fmt.Errorf("fetching the issuer's keys: %s", resp.Status)
+	}
+	var set jose.JSONWebKeySet
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&set); err != nil {
+		return k.keys, fmt.Errorf("the issuer's key set: %w", err)
+	}
+	k.keys = set.Keys
+	return k.keys, nil
 }
 
 // Validate reports what is missing.
@@ -67,6 +170,20 @@ func (a *PushAuth) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// pushDenied is a refusal whose message, answered to whoever sent the
+// token, doesn't name the bridge's configuration; Detail does, for the log.
+type pushDenied struct {
+	public error
+	detail string
+}
+
+func (e *pushDenied) Error() string { return e.public.Error() }
+func (e *pushDenied) Unwrap() error { return e.public }
+
+// Detail explains the refusal with the configuration it was checked
+// against: for the bridge's log only.
+func (e *pushDenied) Detail() string { return e.detail }
 
 // PushIdentity is who sent a push delivery.
 type PushIdentity struct {
@@ -110,7 +227,8 @@ func (a *PushAuth) Verify(r *http.Request) (PushIdentity, error) {
 		return PushIdentity{}, fmt.Errorf("%w: token issued in the future (%s)", ErrPushUnauthenticated, tok.IssuedAt.UTC().Format(time.RFC3339))
 	}
 	if len(tok.Audience) != 1 || tok.Audience[0] != a.Audience {
-		return PushIdentity{}, fmt.Errorf("%w: token audience %q is not the configured --pubsub-audience %q", ErrPushForbidden, tok.Audience, a.Audience)
+		return PushIdentity{}, &pushDenied{public: fmt.Errorf("%w: the token's audience is not this bridge's", ErrPushForbidden),
+			detail: fmt.Sprintf("token audience %q is not the configured --pubsub-audience %q", tok.Audience, a.Audience)}
 	}
 	var c pushClaims
 	if err := tok.Claims(&c); err != nil {
@@ -119,7 +237,8 @@ func (a *PushAuth) Verify(r *http.Request) (PushIdentity, error) {
 	// Google's emails are lowercase; an exact match is what a service
 	// account is.
 	if c.Email != a.ServiceAccount {
-		return PushIdentity{}, fmt.Errorf("%w: token email %q is not the configured --pubsub-service-account %q", ErrPushForbidden, c.Email, a.ServiceAccount)
+		return PushIdentity{}, &pushDenied{public: fmt.Errorf("%w: the token's email is not the push subscription's service account", ErrPushForbidden),
+			detail: fmt.Sprintf("token email %q is not the configured --pubsub-service-account %q", c.Email, a.ServiceAccount)}
 	}
 	if verified, ok := c.EmailVerified.(bool); !ok || !verified {
 		return PushIdentity{}, fmt.Errorf("%w: token email %q is not verified (email_verified is %v, want true)", ErrPushForbidden, c.Email, c.EmailVerified)

@@ -337,7 +337,7 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 	}
 	var push *webhook.PushAuth
 	if b.cfg.pushAudience != "" {
-		push = &webhook.PushAuth{Audience: b.cfg.pushAudience, ServiceAccount: b.cfg.pushAccount, Keys: webhook.GoogleKeys(ctx)}
+		push = &webhook.PushAuth{Audience: b.cfg.pushAudience, ServiceAccount: b.cfg.pushAccount, Keys: webhook.GoogleKeys()}
 	}
 	api, err := webhook.New(webhook.Config{
 		Releases:     st,

@@ -1,28 +1,32 @@
 // Package pushtest signs ID tokens the way Google signs Pub/Sub push
 // tokens, with a key of the test's own whose JWKS is served on loopback:
-// tests exercise the production verification path (go-oidc's remote key
-// set) without reaching Google.
+// tests exercise the production verification path (the bridge's key set,
+// fetching a JWKS) without reaching Google.
 package pushtest
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/go-jose/go-jose/v4"
+
+	"github.com/bucketops/bucketops/webhook"
 )
 
 // Issuer is a signing key and the JWKS endpoint that publishes it.
 type Issuer struct {
-	key  *rsa.PrivateKey
-	kid  string
-	jwks *httptest.Server
+	key     *rsa.PrivateKey
+	kid     string
+	jwks    *httptest.Server
+	fetches atomic.Int64
 }
 
 // NewIssuer makes a 2048-bit RSA key and serves its JWKS until the test
@@ -40,6 +44,7 @@ func NewIssuer(t testing.TB) *Issuer {
 		t.Fatal(err)
 	}
 	i.jwks = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		i.fetches.Add(1)
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(body)
 	}))
@@ -47,10 +52,24 @@ func NewIssuer(t testing.TB) *Issuer {
 	return i
 }
 
-// KeySet is the issuer's keys as the bridge reads Google's: a go-oidc
-// remote key set on the JWKS URL.
-func (i *Issuer) KeySet(ctx context.Context) oidc.KeySet {
-	return oidc.NewRemoteKeySet(ctx, i.jwks.URL)
+// KeySet is the issuer's keys as the bridge reads Google's: its key set
+// on the JWKS URL, fetching again at most once per interval.
+func (i *Issuer) KeySet(interval time.Duration) *webhook.KeySet {
+	return webhook.NewKeySet(i.jwks.URL, interval)
+}
+
+// Fetches counts the requests the JWKS endpoint answered.
+func (i *Issuer) Fetches() int64 { return i.fetches.Load() }
+
+// PublicKeyPEM is the signing key's public half, PKIX PEM: what an
+// attacker signing HS256 tokens with the public key would use as secret.
+func (i *Issuer) PublicKeyPEM(t testing.TB) []byte {
+	t.Helper()
+	der, err := x509.MarshalPKIXPublicKey(&i.key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
 }
 
 // Claims returns the claims of a valid Google push token for audience and
