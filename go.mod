@@ -16,6 +16,7 @@ require (
 	github.com/fsouza/fake-gcs-server v1.56.1
 	github.com/getsops/sops/v3 v3.13.3
 	github.com/go-chi/chi/v5 v5.5.0
+	github.com/go-git/go-git/v5 v5.13.2
 	github.com/go-jose/go-jose/v4 v4.1.6
 	github.com/googleapis/gax-go/v2 v2.27.0
 	github.com/moby/moby/api v1.56.1
@@ -119,7 +120,6 @@ require (
 	github.com/go-errors/errors v1.5.1 // indirect
 	github.com/go-git/gcfg v1.5.1-0.20230307220236-3a3c6141e376 // indirect
 	github.com/go-git/go-billy/v5 v5.6.2 // indirect
-	github.com/go-git/go-git/v5 v5.13.2 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-ole/go-ole v1.3.0 // indirect
