@@ -57,6 +57,7 @@ var (
 	errNoToken   = errors.New("missing bearer token: send Authorization: Bearer <token>")
 	errBadToken  = errors.New("invalid bearer token")
 	errWrongRole = errors.New("this token's role may not use this route")
+	errNoBasic   = errors.New("missing credentials: git repositories take HTTP basic authentication, any user name and the reader token as password")
 )
 
 // authenticate returns the roles of the request's bearer token (a token
@@ -69,7 +70,12 @@ func (s *Server) authenticate(r *http.Request) ([]Role, error) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || secret == "" {
 		return nil, errNoToken
 	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(secret)))
+	return s.rolesOf(strings.TrimSpace(secret))
+}
+
+// rolesOf returns the roles of a token's secret.
+func (s *Server) rolesOf(secret string) ([]Role, error) {
+	got := sha256.Sum256([]byte(secret))
 	var roles []Role
 	for _, t := range s.tokens {
 		if subtle.ConstantTimeCompare(got[:], t.hash[:]) == 1 {
@@ -80,6 +86,36 @@ func (s *Server) authenticate(r *http.Request) ([]Role, error) {
 		return nil, errBadToken
 	}
 	return roles, nil
+}
+
+// requireBasic lets through requests whose HTTP basic password is a token
+// with the role, whatever the user name: how git and Argo CD send
+// repository credentials. A request without them gets a 401 with
+// WWW-Authenticate: Basic, which is what makes git's askpass helper (and
+// so Argo CD's repo-server) send them.
+func (s *Server) requireBasic(role Role) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, password, ok := r.BasicAuth()
+			var got []Role
+			err := errNoBasic
+			if ok {
+				got, err = s.rolesOf(password)
+			}
+			switch {
+			case err != nil:
+				s.metrics.authFailures.WithLabelValues("unauthenticated").Inc()
+				w.Header().Set("WWW-Authenticate", `Basic realm="bucketops"`)
+				http.Error(w, err.Error(), http.StatusUnauthorized)
+				return
+			case !slices.Contains(got, role):
+				s.metrics.authFailures.WithLabelValues("forbidden").Inc()
+				http.Error(w, fmt.Sprintf("%v: a %s token, %s needed", errWrongRole, got[0], role), http.StatusForbidden)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 // require lets through requests whose token has the role.

@@ -90,6 +90,10 @@ type Config struct {
 	// Push authenticates Pub/Sub push deliveries; nil turns the push route
 	// off.
 	Push *PushAuth
+	// Git serves each app's releases as a git repository under /git/ (the
+	// gitview package), behind HTTP basic authentication with the reader
+	// token; nil turns it off.
+	Git http.Handler
 }
 
 // Validate reports every missing dependency.
@@ -142,6 +146,7 @@ type Server struct {
 	renderBudget int64
 	policy       Policies
 	callers      Callers
+	git          http.Handler
 	ready        readiness
 	timeout      time.Duration
 	deploys      *deploy.Deployer
@@ -174,6 +179,7 @@ func New(cfg Config) (*Server, error) {
 		push:     cfg.Push,
 		policy:   cfg.Policy,
 		callers:  cfg.Callers,
+		git:      cfg.Git,
 		ready:    readiness{interval: cfg.ReadyInterval},
 	}
 	if cfg.RenderMemory > 0 {
@@ -213,6 +219,9 @@ func (s *Server) Routes() http.Handler {
 	}
 	// App paths hold slashes: /v1/apps/prod/payments/-/releases.
 	r.Get("/v1/apps/*", s.appRoute)
+	if s.git != nil {
+		r.Handle("/git/*", s.requireBasic(RoleReader)(http.StripPrefix("/git", s.git)))
+	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, "no_route", fmt.Errorf("no route %s %s", r.Method, r.URL.Path))
 	})

@@ -26,6 +26,7 @@ import (
 
 	"github.com/bucketops/bucketops/deploy"
 	"github.com/bucketops/bucketops/emulator"
+	"github.com/bucketops/bucketops/gitview"
 	"github.com/bucketops/bucketops/policy"
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/store"
@@ -339,6 +340,10 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 	if b.cfg.pushAudience != "" {
 		push = &webhook.PushAuth{Audience: b.cfg.pushAudience, ServiceAccount: b.cfg.pushAccount, Keys: webhook.GoogleKeys()}
 	}
+	view, err := gitview.New(gitview.Config{Source: st, Location: st.Location(), Logger: b.log.With("component", "gitview")})
+	if err != nil {
+		return err
+	}
 	api, err := webhook.New(webhook.Config{
 		Releases:     st,
 		Renderer:     b.decrypter,
@@ -352,6 +357,7 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 		Deploys:      deployer,
 		Location:     st.Location(),
 		Push:         push,
+		Git:          view.Handler(),
 	})
 	if err != nil {
 		return err

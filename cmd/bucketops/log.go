@@ -12,12 +12,17 @@ import (
 
 func newLog(e *env) *cobra.Command {
 	var opts store.HistoryOptions
+	withCommits := true
 	cmd := &cobra.Command{
 		Use:   "log APP",
 		Short: "Show an app's releases, newest first",
 		Long: `log lists the generations of APP's object, newest first: when each was
-published, by whom, from what, with which sequence and digest. Page with
---limit and --before (the last generation of the previous page).`,
+published, by whom, from what, with which sequence and digest, and the commit it
+is in the bridge's git view (the revision Argo CD shows). Page with --limit and
+--before (the last generation of the previous page).
+
+The commits are computed from the whole history, which log then lists whatever
+the page; --commits=false leaves them out, and then --limit 1 costs one request.`,
 		Example: `  bucketops log prod/payments --limit 20
   bucketops log prod/payments -o json | jq '.[0].generation'`,
 		Args: args(cobra.ExactArgs(1)),
@@ -33,35 +38,63 @@ published, by whom, from what, with which sequence and digest. Page with
 				return err
 			}
 			defer closeStore()
-			rels, err := s.History(cmd.Context(), a[0], opts)
+			if !withCommits {
+				rels, err := s.History(cmd.Context(), a[0], opts)
+				if err != nil {
+					return err
+				}
+				return e.printReleases(rels, nil, false)
+			}
+			hist, byGen, err := commits(cmd.Context(), s, a[0])
 			if err != nil {
 				return err
 			}
-			return e.printReleases(rels, false)
+			var page []store.Release
+			for _, r := range hist {
+				if (opts.Before == 0 || r.Generation < opts.Before) && (opts.Limit == 0 || len(page) < opts.Limit) {
+					page = append(page, r)
+				}
+			}
+			return e.printReleases(page, byGen, false)
 		},
 	}
 	cmd.Flags().IntVar(&opts.Limit, "limit", 0, "show at most this many releases (0: all)")
 	cmd.Flags().Int64Var(&opts.Before, "before", 0, "show only generations older than this one")
+	cmd.Flags().BoolVar(&withCommits, "commits", true, "show each release's commit in the git view (lists the whole history)")
 	return cmd
 }
 
+// loggedRelease is a release with its commit in the git view.
+type loggedRelease struct {
+	store.Release
+	Commit string `json:"commit,omitempty"`
+}
+
 // printReleases writes releases as a JSON array (never null), or a table;
-// withApp adds the app column (ls).
-func (e *env) printReleases(rels []store.Release, withApp bool) error {
+// commits, when not nil, adds each release's commit; withApp adds the app
+// column (ls).
+func (e *env) printReleases(rels []store.Release, commits map[int64]string, withApp bool) error {
 	if e.json() {
-		if rels == nil {
-			rels = []store.Release{}
+		out := make([]loggedRelease, len(rels))
+		for i, r := range rels {
+			out[i] = loggedRelease{Release: r, Commit: commits[r.Generation]}
 		}
-		return e.printJSON(rels)
+		return e.printJSON(out)
 	}
 	tw := e.table()
 	if withApp {
 		fmt.Fprint(tw, "APP\t")
 	}
+	if commits != nil {
+		fmt.Fprint(tw, "COMMIT\t")
+	}
 	fmt.Fprintln(tw, "GENERATION\tTIME\tSEQUENCE\tKIND\tRESOURCES\tAUTHOR\tSOURCE\tDIGEST\tMESSAGE")
 	for _, r := range rels {
 		if withApp {
 			fmt.Fprintf(tw, "%s\t", r.App)
+		}
+		if commits != nil {
+			fmt.Fprintf(tw, "%.12s\t", commits[r.Generation])
 		}
 		seq := "-"
 		if r.Sequence != 0 {

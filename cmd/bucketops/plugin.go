@@ -7,16 +7,37 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/bucketops/bucketops/gitview"
 	"github.com/bucketops/bucketops/store"
 )
+
+// releaseFile reads the release.json Argo CD checked out from the bridge's
+// git view, in the working directory; pinned is false when there is none
+// (an Application whose repoURL is another repository).
+func releaseFile() (gitview.ReleaseFile, bool, error) {
+	data, err := os.ReadFile(gitview.FileName)
+	if errors.Is(err, fs.ErrNotExist) {
+		return gitview.ReleaseFile{}, false, nil
+	}
+	if err != nil {
+		return gitview.ReleaseFile{}, false, err
+	}
+	f, err := gitview.ParseReleaseFile(data)
+	if err != nil {
+		return gitview.ReleaseFile{}, false, fmt.Errorf("the revision Argo CD checked out: %w", err)
+	}
+	return f, true, nil
+}
 
 // maxManifestBytes bounds what generate buffers: a rendered release is a
 // 10 MiB release with its Secrets decrypted.
@@ -67,20 +88,36 @@ func (e *env) generate(ctx context.Context) ([]byte, error) {
 	if app == "" {
 		app = e.getenv("ARGOCD_ENV_BUCKETOPS_APP")
 	}
-	if app == "" {
-		return nil, usagef("no app: set the plugin parameter app (or the env entry BUCKETOPS_APP) on the Application")
+	// From the bridge's git view, the revision Argo CD checked out names
+	// its release: render exactly that one.
+	file, pinned, err := releaseFile()
+	if err != nil {
+		return nil, err
 	}
 	ref := store.Ref{App: app}
+	if pinned {
+		if app != "" && app != file.App {
+			return nil, usagef("the Application names app %s, but its revision is a release of %s: fix the plugin parameter app, or the repoURL", app, file.App)
+		}
+		if g := e.getenv("PARAM_GENERATION"); g != "" {
+			return nil, usagef("%s: parameter generation %s and a revision of the git view both pin a release: pin with targetRevision (a commit SHA) alone", file.App, g)
+		}
+		ref = store.Ref{App: file.App, Generation: file.Generation}
+	}
+	if ref.App == "" {
+		return nil, usagef("no app: point the Application's repoURL at the bridge's git view (…/git/APP.git), or set the plugin parameter app (or the env entry BUCKETOPS_APP)")
+	}
 	if g := e.getenv("PARAM_GENERATION"); g != "" {
 		gen, err := strconv.ParseInt(g, 10, 64)
 		if err != nil || gen <= 0 {
-			return nil, usagef("%s: parameter generation %q is not a generation number", app, g)
+			return nil, usagef("%s: parameter generation %q is not a generation number", ref.App, g)
 		}
 		ref.Generation = gen
 	}
-	if err := store.ValidateApp(app); err != nil {
+	if err := store.ValidateApp(ref.App); err != nil {
 		return nil, err
 	}
+	app = ref.App
 	what := ref.String()
 	if ref.Generation == 0 {
 		what += " (head)"
@@ -135,6 +172,10 @@ func (e *env) generate(ctx context.Context) ([]byte, error) {
 	}
 	if gen := resp.Header.Get("X-Bucketops-Generation"); gen != "" {
 		what = app + "@" + gen
+	}
+	if pinned && (resp.Header.Get("X-Bucketops-Generation") != strconv.FormatInt(file.Generation, 10) || resp.Header.Get("X-Bucketops-Digest") != file.Digest) {
+		return nil, fmt.Errorf("%s: the bridge answered with release %s (%s), not the one the revision names (%s): refusing it", what,
+			resp.Header.Get("X-Bucketops-Generation"), resp.Header.Get("X-Bucketops-Digest"), file.Digest)
 	}
 	if len(bytes.TrimSpace(body)) == 0 && resp.Header.Get("X-Bucketops-Kind") != store.KindTombstone {
 		return nil, fmt.Errorf("%s: the bridge answered with no manifests for a release that isn't a tombstone; refusing to let Argo CD prune the app", what)

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"strings"
+
 	"github.com/spf13/cobra"
 
 	"github.com/bucketops/bucketops/store"
@@ -26,7 +29,7 @@ any publish.`,
 			if err := store.ValidateApp(a[1]); err != nil {
 				return err
 			}
-			return e.copyRelease(cmd, &f, src, a[1])
+			return e.copyRelease(cmd, &f, src, a[1], "")
 		},
 	}
 	f.register(cmd, false)
@@ -35,31 +38,36 @@ any publish.`,
 
 func newRollback(e *env) *cobra.Command {
 	var f publishFlags
-	var to int64
+	var to string
 	cmd := &cobra.Command{
 		Use:   "rollback APP --to GENERATION",
 		Short: "Publish an earlier release of an app again as its new head",
 		Long: `rollback publishes the bytes of APP@GENERATION as a new generation of APP,
 recording the origin. History is never rewritten: the rollback is a release
-of its own, visible in bucketops log.`,
-		Example: `  bucketops rollback prod/payments --to 1733150000000000 -m "bad config in 42"`,
-		Args:    args(cobra.ExactArgs(1)),
+of its own, visible in bucketops log. --to takes a generation or the release's
+commit in the bridge's git view (the SHA Argo CD shows; 40 hex digits, or a
+unique prefix of 7 or more with a letter in it).`,
+		Example: `  bucketops rollback prod/payments --to 1733150000000000 -m "bad config in 42"
+  bucketops rollback prod/payments --to 9717af3c43b8`,
+		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if err := store.ValidateApp(a[0]); err != nil {
 				return err
 			}
-			if to <= 0 {
-				return usagef("--to: name the generation to roll back to (see bucketops log %s)", a[0])
+			if to == "" {
+				return usagef("--to: name the generation or commit to roll back to (see bucketops log %s)", a[0])
 			}
-			return e.copyRelease(cmd, &f, store.Ref{App: a[0], Generation: to}, a[0])
+			return e.copyRelease(cmd, &f, store.Ref{App: a[0]}, a[0], to)
 		},
 	}
-	cmd.Flags().Int64Var(&to, "to", 0, "the generation to publish again (required)")
+	cmd.Flags().StringVar(&to, "to", "", "the generation, or the commit SHA in the git view, to publish again (required)")
 	f.register(cmd, false)
 	return cmd
 }
 
-func (e *env) copyRelease(cmd *cobra.Command, f *publishFlags, src store.Ref, dst string) error {
+// copyRelease copies src to dst; to, when set (rollback --to), names src's
+// generation or commit.
+func (e *env) copyRelease(cmd *cobra.Command, f *publishFlags, src store.Ref, dst, to string) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
@@ -73,6 +81,11 @@ func (e *env) copyRelease(cmd *cobra.Command, f *publishFlags, src store.Ref, ds
 		return err
 	}
 	defer closeStore()
+	if to != "" {
+		if src.Generation, err = e.revision(ctx, s, src.App, to); err != nil {
+			return err
+		}
+	}
 	if err := checkCopy(ctx, pol, s, src, dst); err != nil {
 		return err
 	}
@@ -81,4 +94,17 @@ func (e *env) copyRelease(cmd *cobra.Command, f *publishFlags, src store.Ref, ds
 		return err
 	}
 	return e.printResult(res)
+}
+
+// revision resolves rollback --to: a generation costs nothing, a commit
+// the whole history.
+func (e *env) revision(ctx context.Context, s *store.Store, app, to string) (int64, error) {
+	if strings.Trim(to, "0123456789") == "" && len(to) != 40 {
+		return resolveRevision(nil, nil, app, to)
+	}
+	hist, byGen, err := commits(ctx, s, app)
+	if err != nil {
+		return 0, err
+	}
+	return resolveRevision(hist, byGen, app, to)
 }

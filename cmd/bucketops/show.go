@@ -15,7 +15,8 @@ func newShow(e *env) *cobra.Command {
 		Short: "Show a release: its record and its manifests",
 		Long: `show prints a release's record (who, when, from what) and its manifests, after
 checking the bytes against their recorded digest. SOPS-encrypted documents are
-shown as stored, encrypted. Without @GENERATION it shows the head.`,
+shown as stored, encrypted. Without @GENERATION it shows the head. The commit
+is the release's revision in the bridge's git view, the SHA Argo CD shows.`,
 		Example: `  bucketops show prod/payments
   bucketops show prod/payments@1733150000000000 --raw > release.yaml`,
 		Args: args(cobra.ExactArgs(1)),
@@ -33,15 +34,20 @@ shown as stored, encrypted. Without @GENERATION it shows the head.`,
 			if err != nil {
 				return err
 			}
-			switch {
-			case raw:
+			if raw {
 				_, err = e.stdout.Write(data)
 				return err
-			case e.json():
+			}
+			_, byGen, err := commits(cmd.Context(), s, ref.App)
+			if err != nil {
+				return err
+			}
+			if e.json() {
 				return e.printJSON(struct {
 					store.Release
+					Commit    string `json:"commit"`
 					Manifests string `json:"manifests"`
-				}{rel, string(data)})
+				}{rel, byGen[rel.Generation], string(data)})
 			}
 			tw := e.table()
 			seq := "-"
@@ -50,6 +56,7 @@ shown as stored, encrypted. Without @GENERATION it shows the head.`,
 			}
 			for _, row := range [][2]string{
 				{"release", rel.Ref().String()},
+				{"commit", orDash(byGen[rel.Generation])},
 				{"kind", rel.Kind},
 				{"head", fmt.Sprint(rel.Current)},
 				{"time", formatTime(rel.Time)},
