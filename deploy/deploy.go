@@ -3,11 +3,18 @@
 //
 // Events arrive at least once and in any order, from Pub/Sub push, Pub/Sub
 // pull or polling; Notify takes them without ever blocking on Argo CD. Per
-// app, a burst coalesces into one hard refresh of the newest generation; a
-// generation at or below one already handled is dropped. The Applications
-// that deploy an app come from an index kept fresh by Argo CD's watch
-// stream, so an event costs no listing. Failed Argo CD calls are retried
-// with back-off until they succeed or a newer generation replaces them.
+// app, a burst coalesces into one refresh; a generation at or below one
+// already handled is dropped. A refresh is a normal one: each release is a
+// commit of the bridge's git view, so Argo CD resolves the new revision,
+// misses its manifest cache once and generates that release once, while a
+// refresh with no new release generates nothing. The Applications that
+// deploy an app come from an index kept fresh by Argo CD's watch stream, so
+// an event costs no listing. Failed Argo CD calls are retried with back-off
+// until they succeed or a newer generation replaces them; calls Argo CD
+// refuses for good (permission, not found, invalid) fail the generation.
+//
+// Deploy status is derived from what Argo CD and the bucket hold, so any
+// number of bridges answer alike.
 package deploy
 
 import (
@@ -33,7 +40,15 @@ import (
 // and for status.
 type Releases interface {
 	Head(ctx context.Context, app string) (store.Release, error)
+	Stat(ctx context.Context, ref store.Ref) (store.Release, error)
 	List(ctx context.Context, prefix string) ([]store.Release, error)
+}
+
+// Revisions maps releases to the commits of the git view and back
+// (gitview.View).
+type Revisions interface {
+	Commit(ctx context.Context, app string, generation int64) (string, error)
+	Generation(ctx context.Context, app, sha string) (store.Release, error)
 }
 
 // Config is the deployer's dependencies and settings.
@@ -43,6 +58,9 @@ type Config struct {
 	// CD: events are tracked, nothing is refreshed, and Status says so.
 	Connect  func() (application.ApplicationServiceClient, io.Closer, error)
 	Releases Releases
+	// Revisions reads Argo CD's revisions as releases; without it status
+	// can't tell which release an Application runs.
+	Revisions Revisions
 	// Namespace is Argo CD's control-plane namespace, where Applications
 	// live unless they say otherwise ("argocd").
 	Namespace string
@@ -55,9 +73,12 @@ type Config struct {
 	// Coalesce is how long a first event waits for more of the same app
 	// before its refresh starts (default 100ms).
 	Coalesce time.Duration
-	// CallTimeout bounds one Argo CD call; a hard refresh waits for Argo CD
-	// to generate manifests (default 2m).
+	// CallTimeout bounds one Argo CD call; a refresh waits for Argo CD to
+	// generate manifests (default 2m).
 	CallTimeout time.Duration
+	// NudgeAfter is how long a sync the bridge started may stay unstarted
+	// before a refresh nudges the controller (argo-cd#18500; default 10s).
+	NudgeAfter time.Duration
 	// MinBackoff and MaxBackoff bound retries of failed Argo CD calls
 	// (defaults 1s and 1m).
 	MinBackoff, MaxBackoff time.Duration
@@ -75,12 +96,12 @@ type Deployer struct {
 	index   *index
 	now     func() time.Time
 
-	mu      sync.Mutex
-	apps    map[string]*appState
-	queue   []string // apps ready to work on, oldest first
-	wake    chan struct{}
-	served  map[servedKey]served
-	running bool
+	mu       sync.Mutex
+	apps     map[string]*appState
+	queue    []string // apps ready to work on, oldest first
+	wake     chan struct{}
+	running  bool
+	baseline bool // the first poll after start was taken
 
 	// connMu guards the Argo CD connection, apart from mu so that a
 	// reconnect never holds up event intake.
@@ -93,12 +114,17 @@ type Deployer struct {
 type appState struct {
 	newest    int64     // newest generation any event named
 	newestAt  time.Time // when that generation was written
+	received  time.Time // when the event naming it arrived
 	handled   int64     // newest generation refreshed in every Application
 	handledAt time.Time
 	queued    bool // in the queue, or waiting for its coalesce window or back-off
 	busy      bool // a worker has it
 	attempts  int  // failed attempts for newest, for back-off
 	lastError string
+	// failed is Argo CD's refusal for good of a call for generation
+	// failedGen: the generation's status is failed, and it is not retried.
+	failed    string
+	failedGen int64
 }
 
 // New returns a Deployer; Run starts it.
@@ -124,6 +150,9 @@ func New(cfg Config) (*Deployer, error) {
 	if cfg.CallTimeout == 0 {
 		cfg.CallTimeout = 2 * time.Minute
 	}
+	if cfg.NudgeAfter == 0 {
+		cfg.NudgeAfter = 10 * time.Second
+	}
 	if cfg.MinBackoff == 0 {
 		cfg.MinBackoff = time.Second
 	}
@@ -138,9 +167,8 @@ func New(cfg Config) (*Deployer, error) {
 		log:    cfg.Logger,
 		index:  newIndex(cfg.Namespace),
 		now:    cfg.Now,
-		apps:   map[string]*appState{},
-		wake:   make(chan struct{}, cfg.Workers),
-		served: map[servedKey]served{},
+		apps:  map[string]*appState{},
+		wake:  make(chan struct{}, cfg.Workers),
 	}
 	m, err := newMetrics(cfg.Registry, d.pendingApps)
 	if err != nil {
@@ -152,6 +180,9 @@ func New(cfg Config) (*Deployer, error) {
 
 // Enabled reports whether the deployer talks to an Argo CD.
 func (d *Deployer) Enabled() bool { return d.cfg.Connect != nil }
+
+// Ready reports whether the deployer has loaded Argo CD's Applications.
+func (d *Deployer) Ready() bool { return d.index.isReady() }
 
 // Notify takes an event. It never blocks on Argo CD: it records the
 // generation and, when it is new, schedules the app's refresh. It reports
@@ -170,7 +201,10 @@ func (d *Deployer) Notify(ev Event) bool {
 		return false
 	}
 	d.metrics.events.WithLabelValues(ev.Source, "accepted").Inc()
-	st.newest, st.newestAt = ev.Generation, ev.Time
+	st.newest, st.newestAt, st.received = ev.Generation, ev.Time, ev.Received
+	if st.received.IsZero() {
+		st.received = d.now()
+	}
 	st.attempts = 0
 	if !st.queued && !st.busy {
 		st.queued = true
@@ -339,10 +373,10 @@ func (d *Deployer) next() (string, bool) {
 func (d *Deployer) handle(ctx context.Context, app string) {
 	d.mu.Lock()
 	st := d.apps[app]
-	gen, at := st.newest, st.newestAt
+	gen, at, received := st.newest, st.newestAt, st.received
 	d.mu.Unlock()
 
-	err := d.deploy(ctx, app, gen, at)
+	err := d.deploy(ctx, app, gen, at, received)
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -363,6 +397,18 @@ func (d *Deployer) handle(ctx context.Context, app string) {
 		return
 	}
 	st.lastError = err.Error()
+	if permanent(err) {
+		// Retrying can't help: the token may not, the Application is gone,
+		// or Argo CD calls the request invalid. The generation failed; a
+		// newer one is tried afresh.
+		st.failed, st.failedGen = "Argo CD refused the bridge's call: "+err.Error(), gen
+		d.log.Error("argo cd refused a call for good; not retrying this generation", "app", app, "generation", gen, "error", err)
+		if st.newest > gen {
+			st.queued, st.attempts = true, 0
+			d.after(d.cfg.Coalesce, app)
+		}
+		return
+	}
 	if st.newest > gen {
 		st.attempts = 0
 	}
@@ -371,6 +417,46 @@ func (d *Deployer) handle(ctx context.Context, app string) {
 	d.log.Warn("argo cd call failed; will retry", "app", app, "generation", st.newest, "attempt", st.attempts, "retry_in", delay, "error", err)
 	st.queued = true
 	d.after(delay, app)
+}
+
+// permanent reports whether Argo CD refused a call for good: every error
+// joined in err is PermissionDenied, NotFound or InvalidArgument.
+func permanent(err error) bool {
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	for _, e := range errs {
+		switch status.Code(unwrapGRPC(e)) {
+		case codes.PermissionDenied, codes.NotFound, codes.InvalidArgument:
+		default:
+			return false
+		}
+	}
+	return len(errs) > 0
+}
+
+// unwrapGRPC finds the gRPC status error inside err.
+func unwrapGRPC(err error) error {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if _, ok := status.FromError(e); ok {
+			return e
+		}
+	}
+	return err
+}
+
+// failure returns why generation of app failed for good, if it did: a
+// refusal of Argo CD this bridge met. (Another replica may have met none.)
+func (d *Deployer) failure(app string, generation int64) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if st := d.apps[app]; st != nil && st.failed != "" && st.failedGen >= generation {
+		return st.failed
+	}
+	return ""
 }
 
 // backoff returns the delay before the attempt after n failures: doubling
@@ -384,9 +470,9 @@ func (d *Deployer) backoff(n int) time.Duration {
 	return b/2 + rand.N(b/2+1)
 }
 
-// deploy hard-refreshes every Application of app and syncs those that need
-// it. Before the index has loaded, it fails so the app is retried.
-func (d *Deployer) deploy(ctx context.Context, app string, gen int64, at time.Time) error {
+// deploy refreshes every Application of app and syncs those that need it.
+// Before the index has loaded, it fails so the app is retried.
+func (d *Deployer) deploy(ctx context.Context, app string, gen int64, written, received time.Time) error {
 	if !d.index.isReady() {
 		return errors.New("the Application index hasn't loaded from Argo CD yet")
 	}
@@ -397,34 +483,29 @@ func (d *Deployer) deploy(ctx context.Context, app string, gen int64, at time.Ti
 	}
 	var errs []error
 	for _, a := range apps {
-		if err := d.deployApplication(ctx, app, gen, at, a); err != nil {
+		if err := d.deployApplication(ctx, app, gen, written, received, a); err != nil {
 			errs = append(errs, fmt.Errorf("application %s: %w", d.index.key(a), err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (d *Deployer) deployApplication(ctx context.Context, app string, gen int64, at time.Time, a *v1alpha1.Application) error {
+func (d *Deployer) deployApplication(ctx context.Context, app string, gen int64, written, received time.Time, a *v1alpha1.Application) error {
 	name, ns, project := a.Name, d.index.key(a).Namespace, a.Spec.Project
-	hard := string(v1alpha1.RefreshTypeHard)
-	cctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
-	q := &application.ApplicationQuery{Name: &name, AppNamespace: &ns, Refresh: &hard}
-	if project != "" {
-		q.Project = []string{project}
-	}
 	argo := d.client()
-	refreshed, err := argo.Get(cctx, q)
-	cancel()
+	refreshed, err := d.refresh(ctx, argo, name, ns, project)
 	if err != nil {
-		d.metrics.argoErrors.WithLabelValues("refresh", status.Code(err).String()).Inc()
-		d.reauthenticate(argo, err)
-		return fmt.Errorf("hard refresh: %w", err)
+		return fmt.Errorf("refresh: %w", err)
 	}
 	// Once per refresh that reached Argo CD, not per attempt.
-	if !at.IsZero() {
-		d.metrics.latency.Observe(d.now().Sub(at).Seconds())
+	now := d.now()
+	if !received.IsZero() {
+		d.metrics.latency.Observe(now.Sub(received).Seconds())
 	}
-	d.log.Info("refreshed", "app", app, "generation", gen, "application", d.index.key(a).String())
+	if !written.IsZero() {
+		d.metrics.finalizeLatency.Observe(now.Sub(written).Seconds())
+	}
+	d.log.Info("refreshed", "app", app, "generation", gen, "application", d.index.key(a).String(), "revision", refreshed.Status.Sync.Revision)
 	if !d.cfg.Sync {
 		return nil
 	}
@@ -437,8 +518,9 @@ func (d *Deployer) deployApplication(ctx context.Context, app string, gen int64,
 		return nil
 	}
 	prune := d.cfg.Prune
-	cctx, cancel = context.WithTimeout(ctx, d.cfg.CallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
 	defer cancel()
+	requested := time.Now()
 	_, err = argo.Sync(cctx, &application.ApplicationSyncRequest{
 		Name: &name, AppNamespace: &ns, Project: &project, Prune: &prune,
 	})
@@ -451,7 +533,53 @@ func (d *Deployer) deployApplication(ctx context.Context, app string, gen int64,
 		return fmt.Errorf("sync: %w", err)
 	}
 	d.log.Info("sync started", "app", app, "generation", gen, "application", d.index.key(a).String(), "prune", prune)
+	d.nudgeLater(ctx, name, ns, project, requested)
 	return nil
+}
+
+// refresh asks Argo CD for a normal refresh of one Application and returns
+// it as refreshed.
+func (d *Deployer) refresh(ctx context.Context, argo application.ApplicationServiceClient, name, ns, project string) (*v1alpha1.Application, error) {
+	normal := string(v1alpha1.RefreshTypeNormal)
+	q := &application.ApplicationQuery{Name: &name, AppNamespace: &ns, Refresh: &normal}
+	if project != "" {
+		q.Project = []string{project}
+	}
+	cctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
+	defer cancel()
+	a, err := argo.Get(cctx, q)
+	if err != nil {
+		d.metrics.argoErrors.WithLabelValues("refresh", status.Code(err).String()).Inc()
+		d.reauthenticate(argo, err)
+		return nil, err
+	}
+	return a, nil
+}
+
+// nudgeLater checks, NudgeAfter after a sync was requested, that Argo CD's
+// controller started it. A sync requested just as a refresh completes can
+// sit on the Application unstarted until the next reconciliation, minutes
+// later (argo-cd#18500); a refresh makes the controller look again.
+func (d *Deployer) nudgeLater(ctx context.Context, name, ns, project string, requested time.Time) {
+	time.AfterFunc(d.cfg.NudgeAfter, func() {
+		if ctx.Err() != nil {
+			return
+		}
+		argo := d.client()
+		cctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
+		defer cancel()
+		a, err := argo.Get(cctx, &application.ApplicationQuery{Name: &name, AppNamespace: &ns})
+		if err != nil {
+			return
+		}
+		op := a.Status.OperationState
+		if a.Operation == nil && op != nil && !op.StartedAt.Time.Before(requested.Truncate(time.Second)) {
+			return // started
+		}
+		d.metrics.nudges.Inc()
+		d.log.Info("a requested sync hasn't started; refreshing to nudge Argo CD's controller", "application", ns+"/"+name)
+		d.refresh(ctx, argo, name, ns, project)
+	})
 }
 
 // pendingApps counts apps with a generation not yet handled.

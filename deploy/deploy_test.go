@@ -6,7 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/bucketops/bucketops/deploy"
 	"github.com/bucketops/bucketops/deploy/argocdtest"
+	"github.com/bucketops/bucketops/gitview"
 	"github.com/bucketops/bucketops/store"
 	"github.com/bucketops/bucketops/store/storetest"
 )
@@ -431,10 +434,34 @@ func TestRestartMidBurstConverges(t *testing.T) {
 	}
 }
 
+// gitView serves st's git view on loopback, makes the fake Argo CD
+// resolve revisions from it with go-git as the repo-server does, and
+// returns it for the deployer's Revisions and the view's URL for app.
+func gitView(t testing.TB, argo *argocdtest.Server, st *store.Store) (*gitview.View, func(app string) string) {
+	t.Helper()
+	v, err := gitview.New(gitview.Config{Source: st, Location: st.Location(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(v.Handler())
+	t.Cleanup(srv.Close)
+	argo.Resolve(argocdtest.LsRemote("", ""))
+	return v, func(app string) string { return srv.URL + "/" + app + ".git" }
+}
+
+// viewApp is an Application of app whose repoURL is its git view, at
+// targetRevision main.
+func viewApp(name, app, url string) *v1alpha1.Application {
+	a := argocdtest.PluginApp(name, "", app)
+	a.Spec.Source.RepoURL, a.Spec.Source.TargetRevision = url, "main"
+	return a
+}
+
 func TestStatus(t *testing.T) {
 	argo := argocdtest.New(t)
 	st := storetest.New(t, true).Store(t, "")
-	r := newRig(t, argo, st, nil)
+	view, url := gitView(t, argo, st)
+	r := newRig(t, argo, st, func(c *deploy.Config) { c.Revisions = view })
 	ctx := context.Background()
 	gen1 := publish(t, st, "prod/payments", "one")
 
@@ -458,7 +485,7 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("no Application: %+v, %v; want pending for the head", s, err)
 	}
 
-	argo.Put(argocdtest.PluginApp("payments", "", "prod/payments"))
+	argo.Put(viewApp("payments", "prod/payments", url("prod/payments")))
 	status := func(gen int64) deploy.Status {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -474,44 +501,55 @@ func TestStatus(t *testing.T) {
 		}
 	}
 	if s := status(gen1); s.State != deploy.StatePending {
-		t.Fatalf("not served yet: %+v, want pending", s)
+		t.Fatalf("not compared yet: %+v, want pending", s)
 	}
-
-	// Served, then syncing.
-	r.deployer.Served("prod/payments", "payments", gen1)
+	commit := func(gen int64) string {
+		sha, err := view.Commit(ctx, "prod/payments", gen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sha
+	}
 	now := metav1.Now()
+	// Argo CD compared generation 1, and syncs it.
 	argo.Update("", "payments", func(a *v1alpha1.Application) {
+		a.Status.Sync.Revision = commit(gen1)
 		a.Status.OperationState = &v1alpha1.OperationState{Phase: synccommon.OperationRunning, Message: "syncing", StartedAt: now}
 		a.Status.Sync.Status = v1alpha1.SyncStatusCodeOutOfSync
 	})
 	waitState(t, r.deployer, gen1, deploy.StateProgressing)
 
-	// Synced and Healthy after serving: deployed.
+	// Synced and Healthy at it: deployed.
 	argo.Update("", "payments", func(a *v1alpha1.Application) {
 		fin := metav1.NewTime(time.Now().Add(time.Second))
-		a.Status.OperationState = &v1alpha1.OperationState{Phase: synccommon.OperationSucceeded, Message: "ok", StartedAt: now, FinishedAt: &fin}
+		a.Status.OperationState = &v1alpha1.OperationState{Phase: synccommon.OperationSucceeded, Message: "ok", StartedAt: now, FinishedAt: &fin,
+			SyncResult: &v1alpha1.SyncOperationResult{Revision: commit(gen1)}}
 		a.Status.Sync.Status = v1alpha1.SyncStatusCodeSynced
 		a.Status.Health.Status = health.HealthStatusHealthy
 		a.Status.ReconciledAt = &fin
 	})
-	waitState(t, r.deployer, gen1, deploy.StateDeployed)
+	s = waitState(t, r.deployer, gen1, deploy.StateDeployed)
+	if a := s.Applications[0]; a.Revision != commit(gen1) || a.Compared != gen1 {
+		t.Errorf("application status %+v, want revision %s naming generation %d", a, commit(gen1), gen1)
+	}
 
-	// A newer release nobody fetched yet: the old one is still deployed
+	// A newer release nobody compared yet: the old one is still deployed
 	// (it is what runs), the new one pending.
 	gen2 := publish(t, st, "prod/payments", "two")
 	if s := status(gen2); s.State != deploy.StatePending {
-		t.Errorf("generation 2 before it is served: %s, want pending", s.State)
+		t.Errorf("generation 2 before it is compared: %s, want pending", s.State)
 	}
-	// A third one replaces the second before Argo CD fetched it.
+	// A third one replaces the second before Argo CD compared it.
 	gen3 := publish(t, st, "prod/payments", "three")
 	if s := status(gen2); s.State != deploy.StateSuperseded {
 		t.Errorf("generation 2 after 3 landed: %s (%s), want superseded", s.State, s.Message)
 	}
-	// Serving 3 and failing the sync fails 2 and 3: neither is running.
-	r.deployer.Served("prod/payments", "payments", gen3)
+	// Comparing 3 and failing its sync fails 2 and 3: neither is running.
 	argo.Update("", "payments", func(a *v1alpha1.Application) {
 		fin := metav1.NewTime(time.Now().Add(time.Second))
-		a.Status.OperationState = &v1alpha1.OperationState{Phase: synccommon.OperationFailed, Message: `ConfigMap "Bad_Name" is invalid`, StartedAt: now, FinishedAt: &fin}
+		a.Status.Sync.Revision = commit(gen3)
+		a.Status.OperationState = &v1alpha1.OperationState{Phase: synccommon.OperationFailed, Message: `ConfigMap "Bad_Name" is invalid`, StartedAt: now, FinishedAt: &fin,
+			SyncResult: &v1alpha1.SyncOperationResult{Revision: commit(gen3)}}
 		a.Status.Sync.Status = v1alpha1.SyncStatusCodeOutOfSync
 	})
 	s = waitState(t, r.deployer, gen3, deploy.StateFailed)
@@ -525,10 +563,11 @@ func TestStatus(t *testing.T) {
 	// A fourth release syncs, and then the app goes Degraded: failed, with
 	// the health message.
 	gen4 := publish(t, st, "prod/payments", "four")
-	r.deployer.Served("prod/payments", "payments", gen4)
 	argo.Update("", "payments", func(a *v1alpha1.Application) {
 		fin := metav1.NewTime(time.Now().Add(time.Second))
-		a.Status.OperationState = &v1alpha1.OperationState{Phase: synccommon.OperationSucceeded, Message: "ok", StartedAt: now, FinishedAt: &fin}
+		a.Status.Sync.Revision = commit(gen4)
+		a.Status.OperationState = &v1alpha1.OperationState{Phase: synccommon.OperationSucceeded, Message: "ok", StartedAt: now, FinishedAt: &fin,
+			SyncResult: &v1alpha1.SyncOperationResult{Revision: commit(gen4)}}
 		a.Status.Sync.Status = v1alpha1.SyncStatusCodeSynced
 		a.Status.Health = v1alpha1.HealthStatus{Status: health.HealthStatusDegraded, Message: "Deployment api exceeded its progress deadline"}
 		a.Status.ReconciledAt = &fin
@@ -538,8 +577,33 @@ func TestStatus(t *testing.T) {
 		t.Errorf("message %q, want %q", s.Applications[0].Message, want)
 	}
 
+	// Argo CD can't generate the manifests of a fifth: failed, with its
+	// message, once Argo CD tried after the release existed.
+	gen5 := publish(t, st, "prod/payments", "five")
+	argo.Update("", "payments", func(a *v1alpha1.Application) {
+		later := metav1.NewTime(time.Now().Add(2 * time.Second))
+		a.Status.Conditions = []v1alpha1.ApplicationCondition{{Type: v1alpha1.ApplicationConditionComparisonError, Message: "digest mismatch"}}
+		a.Status.Sync.Status = v1alpha1.SyncStatusCodeUnknown
+		a.Status.ReconciledAt = &later
+	})
+	if s := waitState(t, r.deployer, gen5, deploy.StateFailed); !strings.Contains(s.Message, "digest mismatch") {
+		t.Errorf("message %q", s.Message)
+	}
+
+	// Pinned to the first release by its commit: that Application won't
+	// deploy the fifth.
+	argo.Update("", "payments", func(a *v1alpha1.Application) {
+		a.Spec.Source.TargetRevision = commit(gen1)
+		a.Status.Conditions = nil
+		a.Status.Sync.Revision = commit(gen1)
+		a.Status.Health.Status = health.HealthStatusHealthy
+	})
+	if s := waitState(t, r.deployer, gen5, deploy.StatePinned); !strings.Contains(s.Message, "pinned to generation") {
+		t.Errorf("message %q", s.Message)
+	}
+
 	// A generation that doesn't exist yet.
-	if _, err := r.deployer.Status(ctx, "prod/payments", gen4+1); err == nil {
+	if _, err := r.deployer.Status(ctx, "prod/payments", gen5+1); err == nil {
 		t.Error("status of a future generation: no error")
 	}
 	if _, err := r.deployer.Status(ctx, "prod/nothing", 0); err == nil {

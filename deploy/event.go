@@ -23,9 +23,12 @@ type Event struct {
 	Generation int64
 	// Source is SourcePush, SourcePull or SourcePoll.
 	Source string
-	// Time is when the generation was written, as the bucket says; it is what
-	// the notification-to-refresh latency is measured from.
+	// Time is when the generation was written, as the bucket says: what the
+	// finalize-to-refresh latency is measured from.
 	Time time.Time
+	// Received is when the bridge got the event: what the
+	// notify-to-refresh latency is measured from.
+	Received time.Time
 }
 
 var (
@@ -74,7 +77,7 @@ func ParseNotification(loc store.Location, attrs map[string]string, data []byte,
 	if err != nil || gen <= 0 {
 		return Event{}, fmt.Errorf("%w: objectGeneration %q is not a positive number", ErrMalformed, attrs[attrGeneration])
 	}
-	ev := Event{Generation: gen, Time: received}
+	ev := Event{Generation: gen, Time: received, Received: received}
 	if t, err := time.Parse(time.RFC3339Nano, attrs[attrEventTime]); err == nil {
 		ev.Time = t
 	}

@@ -7,38 +7,66 @@ import (
 
 	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/bucketops/bucketops/store"
 )
 
 // PluginName is the Config Management Plugin's name in plugin.yaml.
 const PluginName = "bucketops"
 
-// AppOf returns the bucketops app an Application's plugin source names: the
-// plugin parameter app, else the plugin env entry BUCKETOPS_APP. An
-// Application may have one source or several; the first bucketops source
+// AppOf returns the bucketops app an Application's plugin source names:
+// the plugin parameter app, else the plugin env entry BUCKETOPS_APP, else
+// the app of the bridge's git view its repoURL points at (…/git/APP.git).
+// An Application may have one source or several; the first bucketops source
 // counts.
 func AppOf(a *v1alpha1.Application) (string, bool) {
-	sources := a.Spec.Sources
-	if a.Spec.Source != nil {
-		sources = append([]v1alpha1.ApplicationSource{*a.Spec.Source}, sources...)
+	s := bucketopsSource(a)
+	if s == nil {
+		return "", false
 	}
-	for _, s := range sources {
-		p := s.Plugin
-		// A versioned plugin is called bucketops-<version>.
-		if p == nil || (p.Name != PluginName && !strings.HasPrefix(p.Name, PluginName+"-")) {
-			continue
+	for _, param := range s.Plugin.Parameters {
+		if param.Name == "app" && param.String_ != nil && *param.String_ != "" {
+			return *param.String_, true
 		}
-		for _, param := range p.Parameters {
-			if param.Name == "app" && param.String_ != nil && *param.String_ != "" {
-				return *param.String_, true
-			}
+	}
+	for _, e := range s.Plugin.Env {
+		if e != nil && e.Name == "BUCKETOPS_APP" && e.Value != "" {
+			return e.Value, true
 		}
-		for _, e := range p.Env {
-			if e != nil && e.Name == "BUCKETOPS_APP" && e.Value != "" {
-				return e.Value, true
-			}
+	}
+	return GitViewApp(s.RepoURL)
+}
+
+// GitViewApp returns the app a git view URL serves: …/git/APP.git.
+func GitViewApp(repoURL string) (string, bool) {
+	_, rest, ok := strings.Cut(repoURL, "/git/")
+	for ok {
+		if app, found := strings.CutSuffix(strings.TrimSuffix(rest, "/"), ".git"); found && store.ValidateApp(app) == nil {
+			return app, true
 		}
+		_, rest, ok = strings.Cut(rest, "/git/")
 	}
 	return "", false
+}
+
+// bucketopsSource returns the Application's first source that uses the
+// bucketops plugin.
+func bucketopsSource(a *v1alpha1.Application) *v1alpha1.ApplicationSource {
+	if a.Spec.Source != nil && isBucketops(a.Spec.Source.Plugin) {
+		return a.Spec.Source
+	}
+	for i := range a.Spec.Sources {
+		if isBucketops(a.Spec.Sources[i].Plugin) {
+			return &a.Spec.Sources[i]
+		}
+	}
+	return nil
+}
+
+// isBucketops reports whether a plugin is bucketops; a versioned plugin is
+// called bucketops-<version>.
+func isBucketops(p *v1alpha1.ApplicationSourcePlugin) bool {
+	return p != nil && (p.Name == PluginName || strings.HasPrefix(p.Name, PluginName+"-"))
 }
 
 // appKey names an Application: its namespace and name.

@@ -3,10 +3,12 @@ package deploy
 import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
-	events     *prometheus.CounterVec
-	latency    prometheus.Histogram
-	argoErrors *prometheus.CounterVec
-	polls      *prometheus.CounterVec
+	events          *prometheus.CounterVec
+	latency         prometheus.Histogram
+	finalizeLatency prometheus.Histogram
+	argoErrors      *prometheus.CounterVec
+	polls           *prometheus.CounterVec
+	nudges          prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, pending func() float64) (*metrics, error) {
@@ -17,8 +19,17 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) (*metrics, er
 		}, []string{"source", "outcome"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "bucketops_notify_to_refresh_seconds",
-			Help:    "From a generation's write in the bucket to Argo CD's answer to the hard refresh for it (once per refresh, failed attempts not counted).",
+			Help:    "From the bridge receiving the event of a generation (notification or poll) to Argo CD's answer to the refresh for it (once per refresh, failed attempts not counted).",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 16),
+		}),
+		finalizeLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "bucketops_finalize_to_refresh_seconds",
+			Help:    "From a generation's write in the bucket (its object's time) to Argo CD's answer to the refresh for it: notification delivery included.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 20),
+		}),
+		nudges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bucketops_sync_nudges_total",
+			Help: "Refreshes sent because a sync the bridge requested hadn't started after --argocd-nudge-after (argo-cd#18500).",
 		}),
 		argoErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bucketops_argocd_errors_total",
@@ -33,7 +44,7 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) (*metrics, er
 		Name: "bucketops_apps_pending",
 		Help: "Apps with a generation not yet refreshed in Argo CD.",
 	}, pending)
-	for _, c := range []prometheus.Collector{m.events, m.latency, m.argoErrors, m.polls, pendingGauge} {
+	for _, c := range []prometheus.Collector{m.events, m.latency, m.finalizeLatency, m.argoErrors, m.polls, m.nudges, pendingGauge} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -11,7 +12,6 @@ import (
 	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
 	"github.com/argoproj/gitops-engine/pkg/health"
 	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bucketops/bucketops/store"
 )
@@ -20,26 +20,32 @@ import (
 type State string
 
 const (
-	// StatePending: no Application has fetched the generation (or a newer
+	// StatePending: no Application has compared the generation (or a newer
 	// one) yet.
 	StatePending State = "pending"
-	// StateProgressing: fetched; the sync or the rollout isn't finished.
+	// StateProgressing: compared; the sync or the rollout isn't finished.
 	StateProgressing State = "progressing"
-	// StateDeployed: every Application fetched the generation or a newer
-	// one, compared or synced after that, and is Synced and Healthy.
+	// StateDeployed: every Application following the app compared the
+	// generation or a newer one and is Synced and Healthy.
 	StateDeployed State = "deployed"
-	// StateFailed: a sync after the fetch failed, the app went Degraded, or
-	// Argo CD couldn't generate its manifests.
+	// StateFailed: a sync of it failed, the app went Degraded, Argo CD
+	// couldn't generate its manifests, or refused the bridge's calls.
 	StateFailed State = "failed"
 	// StateSuperseded: a newer generation replaced this one before any
-	// Application fetched it; it will never be deployed itself. The newer
+	// Application compared it; it will never be deployed itself. The newer
 	// generation's outcome shows in this generation's status once it is
-	// fetched.
+	// compared.
 	StateSuperseded State = "superseded"
+	// StatePinned: the Application is pinned to another release
+	// (targetRevision is that release's commit): it won't deploy this one.
+	StatePinned State = "pinned"
 )
 
-// Terminal reports whether the state won't change without a new release.
-func (s State) Terminal() bool { return s == StateDeployed || s == StateFailed }
+// Terminal reports whether the state won't change without a new release or
+// a change of the Application.
+func (s State) Terminal() bool {
+	return s == StateDeployed || s == StateFailed || s == StatePinned
+}
 
 // ErrNoArgoCD is Status's error when the bridge has no Argo CD to ask.
 var ErrNoArgoCD = errors.New("this bridge has no Argo CD configured (--argocd-server), so it can't tell whether a release is deployed")
@@ -64,55 +70,20 @@ type ApplicationStatus struct {
 	Namespace string `json:"namespace"`
 	State     State  `json:"state"`
 	Message   string `json:"message,omitempty"`
-	// Served is the newest generation the bridge served this Application,
-	// and when.
-	Served   int64      `json:"served_generation,omitempty"`
-	ServedAt *time.Time `json:"served_at,omitempty"`
-	Sync     string     `json:"sync,omitempty"`
-	Health   string     `json:"health,omitempty"`
+	// Revision is the commit Argo CD last compared the Application at (its
+	// status.sync.revision), and Compared the release it is.
+	Revision string `json:"revision,omitempty"`
+	Compared int64  `json:"compared_generation,omitempty"`
+	Sync     string `json:"sync,omitempty"`
+	Health   string `json:"health,omitempty"`
 	// Operation is the phase of Argo CD's last operation on it.
 	Operation string `json:"operation,omitempty"`
 }
 
-// servedKey is an app as fetched by one Argo CD Application instance.
-type servedKey struct{ instance, app string }
-
-type served struct {
-	generation int64
-	at         time.Time
-}
-
-// Served records that the bridge served app's generation to the Argo CD
-// Application whose instance name is instance (ARGOCD_APP_NAME: "name" in
-// Argo CD's own namespace, "namespace_name" elsewhere). Only the newest
-// generation is kept.
-func (d *Deployer) Served(app, instance string, generation int64) {
-	if instance == "" {
-		return
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	k := servedKey{instance: instance, app: app}
-	if s, ok := d.served[k]; ok && s.generation > generation {
-		return
-	}
-	d.served[k] = served{generation: generation, at: d.now()}
-}
-
-// servedTo returns what was served for app to the Application a.
-func (d *Deployer) servedTo(app string, a *v1alpha1.Application) (served, bool) {
-	k := d.index.key(a)
-	instance := k.Name
-	if k.Namespace != d.cfg.Namespace {
-		instance = k.Namespace + "_" + k.Name
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	s, ok := d.served[servedKey{instance: instance, app: app}]
-	return s, ok
-}
-
-// Status tells where generation (0: the head) of app stands in Argo CD.
+// Status tells where generation (0: the head) of app stands in Argo CD. It
+// is derived from what Argo CD and the bucket hold, never from what this
+// bridge did, so every replica answers alike: the commit each Application
+// was compared at names a release through the git view.
 func (d *Deployer) Status(ctx context.Context, app string, generation int64) (Status, error) {
 	if d.cfg.Connect == nil {
 		return Status{}, ErrNoArgoCD
@@ -130,31 +101,31 @@ func (d *Deployer) Status(ctx context.Context, app string, generation int64) (St
 	if generation > head.Generation {
 		return Status{}, fmt.Errorf("%w: %s has no generation %d; its newest is %d", store.ErrNotFound, app, generation, head.Generation)
 	}
-	d.mu.Lock()
-	handled := int64(0)
-	if st := d.apps[app]; st != nil {
-		handled = st.handled
+	rel := head
+	if generation != head.Generation {
+		if rel, err = d.cfg.Releases.Stat(ctx, store.Ref{App: app, Generation: generation}); err != nil {
+			return Status{}, err
+		}
 	}
-	d.mu.Unlock()
-
 	out := Status{App: app, Generation: generation, Head: head.Generation, Applications: []ApplicationStatus{}}
 	apps := d.index.forApp(app)
 	if len(apps) == 0 {
 		out.State = StatePending
-		out.Message = fmt.Sprintf("no Argo CD Application deploys %s: create one with plugin %s and parameter app=%s", app, PluginName, app)
+		out.Message = fmt.Sprintf("no Argo CD Application deploys %s: create one with plugin %s and the bridge's git view as repoURL (…/git/%s.git)", app, PluginName, app)
 		return out, nil
 	}
+	failure := d.failure(app, generation)
 	for _, a := range apps {
-		s, _ := d.servedTo(app, a)
-		out.Applications = append(out.Applications, d.applicationStatus(a, s, generation, head.Generation, handled))
+		out.Applications = append(out.Applications, d.applicationStatus(ctx, a, app, rel, head.Generation, failure))
 	}
 	out.State, out.Message = summarize(out.Applications)
 	return out, nil
 }
 
-// applicationStatus judges one Application. Argo CD's times have second
-// precision, so "after serving" compares with the serving second.
-func (d *Deployer) applicationStatus(a *v1alpha1.Application, s served, gen, head, handled int64) ApplicationStatus {
+var sha1RE = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// applicationStatus judges one Application for release rel.
+func (d *Deployer) applicationStatus(ctx context.Context, a *v1alpha1.Application, app string, rel store.Release, head int64, failure string) ApplicationStatus {
 	k := d.index.key(a)
 	st := ApplicationStatus{
 		Name: k.Name, Namespace: k.Namespace,
@@ -164,32 +135,57 @@ func (d *Deployer) applicationStatus(a *v1alpha1.Application, s served, gen, hea
 	if op != nil {
 		st.Operation = string(op.Phase)
 	}
-	if s.generation > 0 {
-		st.Served = s.generation
-		at := s.at
-		st.ServedAt = &at
+	gen := rel.Generation
+	if failure != "" {
+		st.State, st.Message = StateFailed, failure
+		return st
 	}
-	if s.generation < gen {
-		switch {
-		case head > gen:
-			st.State = StateSuperseded
-			st.Message = fmt.Sprintf("generation %d replaced %d before Argo CD fetched it", head, gen)
-		case handled >= gen && comparisonError(a) != "":
+	// Pinned to a release by its commit: it follows nothing else.
+	if src := bucketopsSource(a); src != nil && sha1RE.MatchString(src.TargetRevision) {
+		if pinned, err := d.generationOf(ctx, app, src.TargetRevision); err == nil && pinned.Generation != gen {
+			st.State = StatePinned
+			st.Message = fmt.Sprintf("pinned to generation %d (targetRevision %.12s); set targetRevision: main to follow new releases", pinned.Generation, src.TargetRevision)
+			return st
+		}
+	}
+	st.Revision = revisionOf(a)
+	compared := int64(0)
+	if st.Revision != "" {
+		if r, err := d.generationOf(ctx, app, st.Revision); err == nil {
+			compared = r.Generation
+			st.Compared = compared
+		}
+	}
+	if compared < gen {
+		// Argo CD tried after the release existed, and couldn't.
+		if msg := comparisonError(a); msg != "" && a.Status.ReconciledAt != nil && !a.Status.ReconciledAt.Time.Before(rel.Time.Truncate(time.Second)) {
 			st.State = StateFailed
-			st.Message = "Argo CD can't generate the manifests: " + comparisonError(a)
-		default:
-			st.State = StatePending
-			st.Message = "Argo CD hasn't fetched this generation yet"
+			st.Message = "Argo CD can't generate the manifests: " + msg
+			return st
+		}
+		if head > gen {
+			st.State = StateSuperseded
+			st.Message = fmt.Sprintf("generation %d replaced %d before Argo CD compared it", head, gen)
+			return st
+		}
+		st.State = StatePending
+		st.Message = "Argo CD hasn't compared this generation yet"
+		if compared > 0 {
+			st.Message += fmt.Sprintf(" (it is at %d)", compared)
 		}
 		return st
 	}
-	since := s.at.Truncate(time.Second)
-	after := func(t *metav1.Time) bool { return t != nil && !t.Time.Before(since) }
+	synced := int64(0)
+	if op != nil && op.SyncResult != nil && op.SyncResult.Revision != "" {
+		if r, err := d.generationOf(ctx, app, op.SyncResult.Revision); err == nil {
+			synced = r.Generation
+		}
+	}
 	switch {
-	case op != nil && (op.Phase == synccommon.OperationFailed || op.Phase == synccommon.OperationError) && after(op.FinishedAt):
+	case op != nil && (op.Phase == synccommon.OperationFailed || op.Phase == synccommon.OperationError) && (synced >= gen || synced == 0):
 		st.State = StateFailed
 		st.Message = "sync failed: " + op.Message
-	case a.Status.Health.Status == health.HealthStatusDegraded && after(a.Status.ReconciledAt):
+	case a.Status.Health.Status == health.HealthStatusDegraded:
 		st.State = StateFailed
 		st.Message = "Degraded"
 		if m := a.Status.Health.Message; m != "" {
@@ -198,15 +194,36 @@ func (d *Deployer) applicationStatus(a *v1alpha1.Application, s served, gen, hea
 	case op != nil && op.Phase == synccommon.OperationRunning:
 		st.State = StateProgressing
 		st.Message = "sync running: " + op.Message
-	case a.Status.Sync.Status == v1alpha1.SyncStatusCodeSynced && a.Status.Health.Status == health.HealthStatusHealthy &&
-		(after(a.Status.ReconciledAt) || (op != nil && after(op.FinishedAt))):
+	case a.Status.Sync.Status == v1alpha1.SyncStatusCodeSynced && a.Status.Health.Status == health.HealthStatusHealthy:
 		st.State = StateDeployed
-		st.Message = fmt.Sprintf("Synced and Healthy with generation %d", s.generation)
+		st.Message = fmt.Sprintf("Synced and Healthy at generation %d", compared)
 	default:
 		st.State = StateProgressing
-		st.Message = fmt.Sprintf("fetched generation %d; %s, %s", s.generation, orUnknown(st.Sync), orUnknown(st.Health))
+		st.Message = fmt.Sprintf("compared at generation %d; %s, %s", compared, orUnknown(st.Sync), orUnknown(st.Health))
 	}
 	return st
+}
+
+// generationOf names the release a commit of app's git view is.
+func (d *Deployer) generationOf(ctx context.Context, app, sha string) (store.Release, error) {
+	if d.cfg.Revisions == nil {
+		return store.Release{}, errors.New("no git view")
+	}
+	return d.cfg.Revisions.Generation(ctx, app, sha)
+}
+
+// revisionOf is the commit Argo CD last compared the Application's bucketops
+// source at.
+func revisionOf(a *v1alpha1.Application) string {
+	if a.Spec.Source != nil {
+		return a.Status.Sync.Revision
+	}
+	for i, s := range a.Spec.Sources {
+		if isBucketops(s.Plugin) && i < len(a.Status.Sync.Revisions) {
+			return a.Status.Sync.Revisions[i]
+		}
+	}
+	return ""
 }
 
 func orUnknown(s string) string {
@@ -227,7 +244,8 @@ func comparisonError(a *v1alpha1.Application) string {
 }
 
 // summarize folds the Applications' states: any failure fails; all
-// deployed is deployed; otherwise the least advanced state wins.
+// deployed is deployed; otherwise the least advanced state wins. Pinned
+// Applications don't count while another follows the app.
 func summarize(apps []ApplicationStatus) (State, string) {
 	var msgs []string
 	count := map[State]int{}
@@ -237,10 +255,13 @@ func summarize(apps []ApplicationStatus) (State, string) {
 	}
 	sort.Strings(msgs)
 	msg := strings.Join(msgs, "; ")
+	following := len(apps) - count[StatePinned]
 	switch {
 	case count[StateFailed] > 0:
 		return StateFailed, msg
-	case count[StateDeployed] == len(apps):
+	case following == 0:
+		return StatePinned, msg
+	case count[StateDeployed] == following:
 		return StateDeployed, msg
 	case count[StatePending] > 0:
 		return StatePending, msg

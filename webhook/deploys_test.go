@@ -20,6 +20,7 @@ import (
 
 	"github.com/bucketops/bucketops/deploy"
 	"github.com/bucketops/bucketops/deploy/argocdtest"
+	"github.com/bucketops/bucketops/gitview"
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/store/storetest"
 	"github.com/bucketops/bucketops/webhook"
@@ -47,8 +48,15 @@ func newDeployBridge(t *testing.T) *deployBridge {
 	st := b.Store(t, "")
 	argo := argocdtest.New(t)
 	reg := prometheus.NewRegistry()
+	view, err := gitview.New(gitview.Config{Source: st, Location: st.Location(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Argo CD resolves revisions from the bridge's git view, with the
+	// reader token as the repository's password.
+	argo.Resolve(argocdtest.LsRemote("argocd", readerToken))
 	d, err := deploy.New(deploy.Config{
-		Releases: st, Logger: slog.New(slog.DiscardHandler), Registry: reg,
+		Releases: st, Revisions: view, Logger: slog.New(slog.DiscardHandler), Registry: reg,
 		Coalesce: 10 * time.Millisecond, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
 		Connect: func() (application.ApplicationServiceClient, io.Closer, error) { return argo.ArgoCD(t).Connect() },
 	})
@@ -75,6 +83,7 @@ func newDeployBridge(t *testing.T) *deployBridge {
 		Tokens:  []webhook.Token{webhook.NewToken(webhook.RolePlugin, pluginToken), webhook.NewToken(webhook.RoleReader, readerToken)},
 		Deploys: d, Location: st.Location(),
 		Push: &webhook.PushAuth{Audience: pushAudience, ServiceAccount: pushAccount, Keys: issuer.KeySet(time.Minute)},
+		Git:  view.Handler(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +247,9 @@ func TestPubsubPushDeliveries(t *testing.T) {
 
 func TestDeployStatusRoute(t *testing.T) {
 	b := newDeployBridge(t)
-	b.argo.Put(argocdtest.PluginApp("payments", "", "prod/payments"))
+	a := argocdtest.PluginApp("payments", "", "prod/payments")
+	a.Spec.Source.RepoURL, a.Spec.Source.TargetRevision = b.url+"/git/prod/payments.git", "main"
+	b.argo.Put(a)
 	res := b.publish(t, "prod/payments", configMap("c", "one"))
 	statusPath := fmt.Sprintf("/v1/apps/prod/payments/-/status?generation=%d", res.Generation)
 
@@ -276,8 +287,8 @@ func TestDeployStatusRoute(t *testing.T) {
 		t.Fatalf("before Argo CD fetched it: %+v", st)
 	}
 
-	// The plugin fetches the manifests for Application "payments": the
-	// bridge remembers, and the default sync makes it deployed.
+	// What a request says of an Application is not trusted: a manifest
+	// request naming "payments" changes nothing.
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, b.url+"/v1/apps/prod/payments/-/manifests", nil)
 	req.Header.Set("Authorization", "Bearer "+pluginToken)
 	req.Header.Set(webhook.HeaderApplication, "payments")
@@ -286,8 +297,17 @@ func TestDeployStatusRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if st := state(); st.Applications[0].Served != res.Generation {
-		t.Fatalf("served %d, want %d", st.Applications[0].Served, res.Generation)
+	if st := state(); st.State != deploy.StatePending {
+		t.Fatalf("after a manifest request naming the Application: %+v, want still pending", st)
+	}
+	// Argo CD refreshes: it resolves main through the git view, and the
+	// default sync makes it deployed.
+	normal := "normal"
+	if _, err := b.argo.Client(t).Get(t.Context(), &application.ApplicationQuery{Name: ptr("payments"), Refresh: &normal}); err != nil {
+		t.Fatal(err)
+	}
+	if st := state(); st.Applications[0].Compared != res.Generation {
+		t.Fatalf("compared %d, want %d: %+v", st.Applications[0].Compared, res.Generation, st)
 	}
 	_, err = b.argo.Client(t).Sync(t.Context(), &application.ApplicationSyncRequest{Name: ptr("payments")})
 	if err != nil {

@@ -110,12 +110,6 @@ func (s *Server) manifests(w http.ResponseWriter, r *http.Request, app string) {
 	s.metrics.renderSeconds.WithLabelValues(cacheLabel).Observe(time.Since(start).Seconds())
 	s.metrics.cacheBytes.Set(float64(s.cache.size()))
 
-	if s.deploys != nil {
-		// Argo CD's repo-server passes the Application's instance name to
-		// the plugin, which passes it on: the status API needs to know what
-		// each Application was given.
-		s.deploys.Served(out.release.App, r.Header.Get(HeaderApplication), out.release.Generation)
-	}
 	h := w.Header()
 	h.Set("Content-Type", "application/yaml")
 	h.Set("Content-Length", strconv.Itoa(len(out.body)))

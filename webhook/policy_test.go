@@ -89,6 +89,11 @@ func newTenants(t *testing.T, withPolicy bool) *tenants {
 		cancel()
 		<-done
 	})
+	for deadline := time.Now().Add(10 * time.Second); !d.Ready(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the deployer never loaded the fake Argo CD's Applications")
+		}
+	}
 	cfg := webhook.Config{
 		Releases: st, Renderer: dec, Logger: slog.New(slog.DiscardHandler), Registry: reg,
 		Tokens:  []webhook.Token{webhook.NewToken(webhook.RolePlugin, pluginToken), webhook.NewToken(webhook.RoleReader, readerToken)},

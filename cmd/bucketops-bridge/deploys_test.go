@@ -19,9 +19,10 @@ import (
 // TestLocalModeNotifiesArgoCD runs the production path in local mode: the
 // CLI publishes to the embedded bucket, whose notification reaches the
 // in-process Pub/Sub, whose subscription the bridge pulls; the bridge
-// hard-refreshes and syncs the Application in a fake Argo CD, which fetches
-// the manifests from the bridge as the plugin would; push --wait exits 0.
-// Polling is off, so only the notification can have done it.
+// refreshes and syncs the Application in a fake Argo CD, which resolves
+// main through the bridge's git view with go-git and fetches the manifests
+// as the plugin would; push --wait exits 0. Polling is off, so only the
+// notification can have done it.
 func TestLocalModeNotifiesArgoCD(t *testing.T) {
 	argo := argocdtest.New(t)
 	argo.Put(argocdtest.PluginApp("guestbook", "", "dev/guestbook"))
@@ -39,6 +40,10 @@ func TestLocalModeNotifiesArgoCD(t *testing.T) {
 			token = strings.TrimSpace(string(data))
 		}
 	}
+	argo.Update("", "guestbook", func(a *v1alpha1.Application) {
+		a.Spec.Source.RepoURL, a.Spec.Source.TargetRevision = b.url+"/git/dev/guestbook.git", "main"
+	})
+	argo.Resolve(argocdtest.LsRemote("argocd", token))
 	served := make(chan string, 16)
 	argo.OnRefresh(func(a *v1alpha1.Application) {
 		req, _ := http.NewRequest(http.MethodGet, b.url+"/v1/apps/dev/guestbook/-/manifests", nil)

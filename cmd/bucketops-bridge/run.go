@@ -315,8 +315,12 @@ func (b *bridge) localToken() (string, func(), error) {
 // serve runs the HTTP surface until ctx ends, then shuts down gracefully.
 func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscriber, exports func(w io.Writer, url string)) error {
 	reg := newRegistry()
+	view, err := gitview.New(gitview.Config{Source: st, Location: st.Location(), Logger: b.log.With("component", "gitview")})
+	if err != nil {
+		return err
+	}
 	dcfg := deploy.Config{
-		Releases: st, Namespace: b.cfg.argocdNS, Sync: b.cfg.sync, Prune: b.cfg.prune,
+		Releases: st, Revisions: view, Namespace: b.cfg.argocdNS, Sync: b.cfg.sync, Prune: b.cfg.prune,
 		Workers: b.cfg.argocdWorkers, Logger: b.log.With("component", "deploy"), Registry: reg,
 	}
 	if b.cfg.argocd.Server != "" {
@@ -339,10 +343,6 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 	var push *webhook.PushAuth
 	if b.cfg.pushAudience != "" {
 		push = &webhook.PushAuth{Audience: b.cfg.pushAudience, ServiceAccount: b.cfg.pushAccount, Keys: webhook.GoogleKeys()}
-	}
-	view, err := gitview.New(gitview.Config{Source: st, Location: st.Location(), Logger: b.log.With("component", "gitview")})
-	if err != nil {
-		return err
 	}
 	api, err := webhook.New(webhook.Config{
 		Releases:     st,

@@ -49,9 +49,10 @@ func newWait(e *env) *cobra.Command {
 		Short: "Wait until Argo CD has deployed a release of APP",
 		Long: `wait asks the bridge every 2 seconds how the release's deploy stands, until Argo
 CD has deployed it (exit 0), the sync failed or the app went Degraded (exit 5),
-or --wait-timeout passes (exit 5). The release is --generation, or the head.
+every Application of the app is pinned to another release (exit 5), or
+--wait-timeout passes (exit 5). The release is --generation, or the head.
 
-A release replaced by a newer one before Argo CD fetched it is "superseded";
+A release replaced by a newer one before Argo CD compared it is "superseded";
 wait then follows the newer one, since Argo CD deploys it instead: deployed
 means the app runs this release or a newer one.
 
@@ -89,7 +90,8 @@ type deployStatus struct {
 		Namespace string `json:"namespace"`
 		State     string `json:"state"`
 		Message   string `json:"message"`
-		Served    int64  `json:"served_generation"`
+		Revision  string `json:"revision,omitempty"`
+		Compared  int64  `json:"compared_generation,omitempty"`
 	} `json:"applications"`
 }
 
@@ -207,6 +209,10 @@ func (e *env) waitDeployed(cmd *cobra.Command, ref store.Ref, timeout time.Durat
 				p.done()
 				e.printWait(st, false, time.Since(start))
 				return fmt.Errorf("%w: %s@%d failed: %s", errNotDeployed, st.App, st.Generation, st.Message)
+			case "pinned":
+				p.done()
+				e.printWait(st, false, time.Since(start))
+				return fmt.Errorf("%w: %s@%d won't be deployed: every Application of the app is pinned to another release: %s", errNotDeployed, st.App, st.Generation, st.Message)
 			}
 		case errors.As(err, &be) && !be.retryable():
 			if be.status == http.StatusNotFound || be.status == http.StatusBadRequest {

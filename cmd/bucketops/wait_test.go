@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/bucketops/bucketops/deploy"
 	"github.com/bucketops/bucketops/deploy/argocdtest"
+	"github.com/bucketops/bucketops/gitview"
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/store"
 	"github.com/bucketops/bucketops/webhook"
@@ -48,10 +48,13 @@ func startDeployRig(t *testing.T) *deployRig {
 	t.Cleanup(func() { client.Close() })
 	st := store.New(client, store.Location{Bucket: emu.Bucket()}, slog.New(slog.DiscardHandler))
 	argo := argocdtest.New(t)
-	argo.Put(argocdtest.PluginApp("payments", "", "prod/payments"))
 	reg := prometheus.NewRegistry()
+	view, err := gitview.New(gitview.Config{Source: st, Location: st.Location(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	d, err := deploy.New(deploy.Config{
-		Releases: st, Logger: slog.New(slog.DiscardHandler), Registry: reg, Sync: true,
+		Releases: st, Revisions: view, Logger: slog.New(slog.DiscardHandler), Registry: reg, Sync: true,
 		Coalesce: 10 * time.Millisecond, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
 		Connect: func() (application.ApplicationServiceClient, io.Closer, error) { return argo.ArgoCD(t).Connect() },
 	})
@@ -76,13 +79,19 @@ func startDeployRig(t *testing.T) *deployRig {
 	srv, err := webhook.New(webhook.Config{
 		Releases: st, Renderer: dec, Logger: slog.New(slog.DiscardHandler), Registry: reg,
 		Tokens:  []webhook.Token{webhook.NewToken(webhook.RolePlugin, testPluginToken), webhook.NewToken(webhook.RoleReader, testReaderToken)},
-		Deploys: d, Location: st.Location(),
+		Deploys: d, Location: st.Location(), Git: view.Handler(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Routes())
 	t.Cleanup(hs.Close)
+	// The Application follows the app's git view; Argo CD resolves main
+	// with go-git, the reader token as the repository's password.
+	a := argocdtest.PluginApp("payments", "", "prod/payments")
+	a.Spec.Source.RepoURL, a.Spec.Source.TargetRevision = hs.URL+"/git/prod/payments.git", "main"
+	argo.Put(a)
+	argo.Resolve(argocdtest.LsRemote("argocd", testReaderToken))
 	tokenFile := filepath.Join(t.TempDir(), "reader")
 	if err := os.WriteFile(tokenFile, []byte(testReaderToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -91,15 +100,9 @@ func startDeployRig(t *testing.T) *deployRig {
 	t.Setenv("BUCKETOPS_TOKEN_FILE", tokenFile)
 
 	r := &deployRig{argo: argo, bridge: hs.URL}
-	// Argo CD's hard refresh regenerates the manifests: the repo-server runs
-	// the plugin, which asks the bridge with the Application's name.
+	// A refresh that resolved a new revision leaves the Application out of
+	// sync, for the bridge's --sync.
 	argo.OnRefresh(func(a *v1alpha1.Application) {
-		req, _ := http.NewRequest(http.MethodGet, hs.URL+"/v1/apps/prod/payments/-/manifests", nil)
-		req.Header.Set("Authorization", "Bearer "+testPluginToken)
-		req.Header.Set(webhook.HeaderApplication, a.Name)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-		}
 		now := metav1.Now()
 		a.Status.ReconciledAt = &now
 		a.Status.Sync.Status = v1alpha1.SyncStatusCodeOutOfSync
@@ -152,7 +155,9 @@ func TestPushWaitFailed(t *testing.T) {
 
 func TestPushWaitTimesOut(t *testing.T) {
 	rig := startDeployRig(t)
-	// Argo CD never gets to fetch the release.
+	// Argo CD never gets to compare the release (it can't reach the git
+	// view, say).
+	rig.argo.Resolve(nil)
 	rig.argo.OnRefresh(func(a *v1alpha1.Application) {})
 	dir := writeFiles(t, map[string]string{"cm.yaml": configMap("settings", "1")})
 	r := bucketops(t, "", "push", "prod/payments", dir, "--wait", "--wait-timeout", "3s")
@@ -194,29 +199,18 @@ func TestWaitErrors(t *testing.T) {
 	}
 }
 
-// TestPluginNamesTheApplication: generate passes ARGOCD_APP_NAME on, so the
-// bridge knows which generation each Application was served.
-func TestPluginNamesTheApplication(t *testing.T) {
+// TestWaitOnAPinnedApp: an Application pinned to a release by its commit
+// won't deploy a newer one; wait says so at once (exit 5) rather than
+// waiting out its timeout.
+func TestWaitOnAPinnedApp(t *testing.T) {
 	rig := startDeployRig(t)
-	rig.argo.OnRefresh(func(a *v1alpha1.Application) {}) // only the plugin below fetches
 	dir := writeFiles(t, map[string]string{"cm.yaml": configMap("settings", "1")})
-	pushed := decode[map[string]any](t, bucketops(t, "", "push", "prod/payments", dir, "-o", "json").must(t).stdout)
-
-	pluginToken := filepath.Join(t.TempDir(), "plugin")
-	os.WriteFile(pluginToken, []byte(testPluginToken), 0o600)
-	readerToken := os.Getenv("BUCKETOPS_TOKEN_FILE")
-	t.Setenv("BUCKETOPS_TOKEN_FILE", pluginToken)
-	t.Setenv("PARAM_APP", "prod/payments")
-	t.Setenv("ARGOCD_APP_NAME", "payments")
-	bucketops(t, "", "plugin", "generate").must(t)
-
-	t.Setenv("BUCKETOPS_TOKEN_FILE", readerToken)
-	out := decode[map[string]any](t, bucketops(t, "", "wait", "prod/payments", "--wait-timeout", "1s", "-o", "json").stdout)
-	apps, _ := out["applications"].([]any)
-	if len(apps) != 1 {
-		t.Fatalf("status: %v", out)
-	}
-	if served := apps[0].(map[string]any)["served_generation"]; served != pushed["generation"] {
-		t.Errorf("served_generation %v, want %v", served, pushed["generation"])
+	bucketops(t, "", "push", "prod/payments", dir, "--wait", "--wait-timeout", "30s").must(t)
+	log := decode[[]map[string]any](t, bucketops(t, "", "log", "prod/payments", "-o", "json").must(t).stdout)
+	rig.argo.Update("", "payments", func(a *v1alpha1.Application) { a.Spec.Source.TargetRevision = log[0]["commit"].(string) })
+	dir = writeFiles(t, map[string]string{"cm.yaml": configMap("settings", "2")})
+	r := bucketops(t, "", "push", "prod/payments", dir, "--wait", "--wait-timeout", "1m")
+	if r.code != 5 || !strings.Contains(r.stderr, "pinned to generation") {
+		t.Errorf("exit %d, want 5 naming the pin:\n%s", r.code, r.stderr)
 	}
 }

@@ -2,8 +2,10 @@
 // generated gRPC service (application.ApplicationServiceServer) on a
 // loopback port, reached through Argo CD's own client. It keeps
 // Applications in memory, streams their changes to watchers as
-// argocd-server does, records hard refreshes and syncs, and answers them
-// with scripted outcomes.
+// argocd-server does, records refreshes and syncs, and answers them with
+// scripted outcomes. With Resolve it resolves an Application's
+// targetRevision on each refresh, as the repo-server does (LsRemote does it
+// the way Argo CD does, with go-git against the bridge's git view).
 //
 // Argo CD's status times (reconciledAt, an operation's startedAt and
 // finishedAt) are metav1.Time: they cross the wire with one-second
@@ -59,6 +61,10 @@ type Call struct {
 	// Generation is, for a refresh, what the function given to
 	// RecordGeneration returned: the generation Argo CD would have rendered.
 	Generation int64
+	// Refresh is the refresh's type: "normal" or "hard".
+	Refresh string
+	// Revision is, for a refresh, the revision it resolved (Resolve).
+	Revision string
 }
 
 // Server is the fake. Its methods are safe for concurrent use.
@@ -75,6 +81,7 @@ type Server struct {
 	watchers  map[chan *v1alpha1.ApplicationWatchEvent]struct{}
 	onRefresh func(*v1alpha1.Application)
 	renders   func(*v1alpha1.Application) int64
+	resolve   func(*v1alpha1.Application) (string, error)
 	onSync    func(*v1alpha1.Application, *application.ApplicationSyncRequest) error
 	fail      map[string]failure
 	delay     map[string]time.Duration
@@ -313,7 +320,7 @@ func (s *Server) broadcastLocked(typ watch.EventType, a *v1alpha1.Application) {
 	}
 }
 
-// RecordGeneration sets how a hard refresh learns the generation Argo CD
+// RecordGeneration sets how a refresh learns the generation Argo CD
 // would render for the Application (a real one asks the plugin, which asks
 // the bridge for the head); it is recorded in the refresh's Call. It runs
 // with the fake's lock held.
@@ -323,8 +330,18 @@ func (s *Server) RecordGeneration(f func(*v1alpha1.Application) int64) {
 	s.renders = f
 }
 
-// OnRefresh sets what a hard refresh does to the Application; by default
-// it sets reconciledAt.
+// Resolve sets how a refresh resolves the Application's targetRevision to
+// the revision it compares (status.sync.revision); an error becomes a
+// ComparisonError condition. It runs before OnRefresh, with the fake's
+// lock held.
+func (s *Server) Resolve(f func(*v1alpha1.Application) (string, error)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resolve = f
+}
+
+// OnRefresh sets what a refresh does to the Application; by default it
+// sets reconciledAt.
 func (s *Server) OnRefresh(f func(*v1alpha1.Application)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -361,7 +378,7 @@ func (s *Server) Calls() []Call {
 	return append([]Call(nil), s.calls...)
 }
 
-// Refreshes returns the recorded hard refreshes.
+// Refreshes returns the recorded refreshes.
 func (s *Server) Refreshes() []Call { return s.only("refresh") }
 
 // Syncs returns the recorded syncs.
@@ -523,12 +540,22 @@ func (v *service) Get(ctx context.Context, q *application.ApplicationQuery) (*v1
 	if q.Refresh == nil {
 		return a.DeepCopy(), nil
 	}
-	call := Call{Method: "refresh", Name: a.Name, Namespace: a.Namespace, At: time.Now(), Peer: peerAddr(ctx)}
+	call := Call{Method: "refresh", Name: a.Name, Namespace: a.Namespace, At: time.Now(), Peer: peerAddr(ctx), Refresh: q.GetRefresh()}
 	if s.renders != nil {
 		call.Generation = s.renders(a)
 	}
-	s.calls = append(s.calls, call)
 	a = a.DeepCopy()
+	if s.resolve != nil {
+		rev, err := s.resolve(a)
+		if err != nil {
+			a.Status.Conditions = []v1alpha1.ApplicationCondition{{Type: v1alpha1.ApplicationConditionComparisonError, Message: err.Error()}}
+		} else {
+			a.Status.Conditions = nil
+			a.Status.Sync.Revision = rev
+			call.Revision = rev
+		}
+	}
+	s.calls = append(s.calls, call)
 	if s.onRefresh != nil {
 		s.onRefresh(a)
 	} else {
@@ -560,11 +587,12 @@ func (v *service) Sync(ctx context.Context, req *application.ApplicationSyncRequ
 	} else {
 		now := metav1.Now()
 		a.Status.OperationState = &v1alpha1.OperationState{
-			Operation:  v1alpha1.Operation{Sync: &v1alpha1.SyncOperation{Prune: req.GetPrune()}},
+			Operation:  v1alpha1.Operation{Sync: &v1alpha1.SyncOperation{Prune: req.GetPrune(), Revision: a.Status.Sync.Revision}},
 			Phase:      synccommon.OperationSucceeded,
 			Message:    "successfully synced (all tasks run)",
 			StartedAt:  now,
 			FinishedAt: &now,
+			SyncResult: &v1alpha1.SyncOperationResult{Revision: a.Status.Sync.Revision},
 		}
 		a.Status.Sync.Status = v1alpha1.SyncStatusCodeSynced
 		a.Status.Health.Status = health.HealthStatusHealthy

@@ -275,8 +275,8 @@ func newCluster(t *testing.T, o options) *cluster {
 	for _, app := range o.apps {
 		c.argo.Put(argocdtest.PluginApp(applicationName(app), argocdtest.Namespace, app))
 	}
-	// A hard refresh makes Argo CD render the app's head, so that is the
-	// generation each refresh deployed.
+	// A refresh makes Argo CD resolve main in the app's git view, its head,
+	// so that is the generation each refresh deployed.
 	c.argo.RecordGeneration(func(a *v1alpha1.Application) int64 {
 		app, ok := deploy.AppOf(a)
 		if !ok {
