@@ -163,10 +163,10 @@ func New(cfg Config) (*Deployer, error) {
 		cfg.Now = time.Now
 	}
 	d := &Deployer{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		index:  newIndex(cfg.Namespace),
-		now:    cfg.Now,
+		cfg:   cfg,
+		log:   cfg.Logger,
+		index: newIndex(cfg.Namespace),
+		now:   cfg.Now,
 		apps:  map[string]*appState{},
 		wake:  make(chan struct{}, cfg.Workers),
 	}
