@@ -125,6 +125,12 @@ type appState struct {
 	// failedGen: the generation's status is failed, and it is not retried.
 	failed    string
 	failedGen int64
+	// compareErr is the ComparisonError Argo CD answered the refresh for
+	// generation compareGen with: its times have one-second precision, so
+	// this is how a failure in the second of the release is told from an
+	// older one.
+	compareErr string
+	compareGen int64
 }
 
 // New returns a Deployer; Run starts it.
@@ -459,6 +465,27 @@ func (d *Deployer) failure(app string, generation int64) string {
 	return ""
 }
 
+// recordComparison keeps what the refresh for gen showed of manifest
+// generation: an error, or none.
+func (d *Deployer) recordComparison(app string, gen int64, msg string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if st := d.apps[app]; st != nil && gen >= st.compareGen {
+		st.compareErr, st.compareGen = msg, gen
+	}
+}
+
+// comparisonFailure returns the ComparisonError the refresh for generation
+// gen (or a newer one) of app met, if this bridge made it.
+func (d *Deployer) comparisonFailure(app string, gen int64) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if st := d.apps[app]; st != nil && st.compareErr != "" && st.compareGen >= gen {
+		return st.compareErr
+	}
+	return ""
+}
+
 // backoff returns the delay before the attempt after n failures: doubling
 // from MinBackoff up to MaxBackoff, with jitter.
 func (d *Deployer) backoff(n int) time.Duration {
@@ -506,6 +533,7 @@ func (d *Deployer) deployApplication(ctx context.Context, app string, gen int64,
 		d.metrics.finalizeLatency.Observe(now.Sub(written).Seconds())
 	}
 	d.log.Info("refreshed", "app", app, "generation", gen, "application", d.index.key(a).String(), "revision", refreshed.Status.Sync.Revision)
+	d.recordComparison(app, gen, comparisonError(refreshed))
 	if !d.cfg.Sync {
 		return nil
 	}

@@ -166,3 +166,44 @@ func TestAnUnstartedSyncIsNudged(t *testing.T) {
 		t.Errorf("%d syncs, want 1: a nudge is a refresh", n)
 	}
 }
+
+// After a rollback in Argo CD, the release it deployed last is live though
+// Argo CD compares main's newer one: status says so for both.
+func TestStatusAfterAnArgoCDRollback(t *testing.T) {
+	argo := argocdtest.New(t)
+	st := storetest.New(t, true).Store(t, "")
+	view, url := gitView(t, argo, st)
+	r := newRig(t, argo, st, func(c *deploy.Config) { c.Revisions = view })
+	ctx := context.Background()
+	gen1 := publish(t, st, "prod/payments", "one")
+	gen2 := publish(t, st, "prod/payments", "two")
+	sha1, _ := view.Commit(ctx, "prod/payments", gen1)
+	sha2, _ := view.Commit(ctx, "prod/payments", gen2)
+	a := viewApp("payments", "prod/payments", url("prod/payments"))
+	a.Status.Sync = v1alpha1.SyncStatus{Status: v1alpha1.SyncStatusCodeOutOfSync, Revision: sha2}
+	a.Status.Health.Status = "Healthy"
+	a.Status.History = v1alpha1.RevisionHistories{{ID: 1, Revision: sha2}, {ID: 2, Revision: sha1}}
+	argo.Put(a)
+	for deadline := time.Now().Add(10 * time.Second); !r.deployer.Ready(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("index never loaded")
+		}
+	}
+	var s1 deploy.Status
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var err error
+		if s1, err = r.deployer.Status(ctx, "prod/payments", gen1); err == nil && len(s1.Applications) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%+v %v", s1, err)
+		}
+	}
+	if s1.State != deploy.StateDeployed || s1.Applications[0].Live != gen1 {
+		t.Errorf("the rolled-back-to release: %+v, want deployed, live", s1)
+	}
+	s2, err := r.deployer.Status(ctx, "prod/payments", gen2)
+	if err != nil || s2.State != deploy.StateProgressing || !strings.Contains(s2.Message, "is live") {
+		t.Errorf("main's release after the rollback: %+v %v, want progressing, saying what is live", s2, err)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
 	"github.com/argoproj/gitops-engine/pkg/health"
@@ -74,8 +73,11 @@ type ApplicationStatus struct {
 	// status.sync.revision), and Compared the release it is.
 	Revision string `json:"revision,omitempty"`
 	Compared int64  `json:"compared_generation,omitempty"`
-	Sync     string `json:"sync,omitempty"`
-	Health   string `json:"health,omitempty"`
+	// Live is the release Argo CD last deployed (its History's newest
+	// entry): after an Argo CD rollback, an older one than Compared.
+	Live   int64  `json:"live_generation,omitempty"`
+	Sync   string `json:"sync,omitempty"`
+	Health string `json:"health,omitempty"`
 	// Operation is the phase of Argo CD's last operation on it.
 	Operation string `json:"operation,omitempty"`
 }
@@ -148,6 +150,19 @@ func (d *Deployer) applicationStatus(ctx context.Context, a *v1alpha1.Applicatio
 			return st
 		}
 	}
+	if h := a.Status.History; len(h) > 0 && h[len(h)-1].Revision != "" {
+		if r, err := d.generationOf(ctx, app, h[len(h)-1].Revision); err == nil {
+			st.Live = r.Generation
+		}
+	}
+	if st.Live == gen && a.Status.Health.Status == health.HealthStatusHealthy && (op == nil || op.Phase == synccommon.OperationSucceeded) {
+		// What Argo CD deployed last, whatever it compares now (a rollback
+		// in Argo CD deploys an older release than main's).
+		st.State = StateDeployed
+		st.Message = fmt.Sprintf("live: Argo CD deployed generation %d last, and it is Healthy", gen)
+		st.Revision = revisionOf(a)
+		return st
+	}
 	st.Revision = revisionOf(a)
 	compared := int64(0)
 	if st.Revision != "" {
@@ -157,8 +172,16 @@ func (d *Deployer) applicationStatus(ctx context.Context, a *v1alpha1.Applicatio
 		}
 	}
 	if compared < gen {
-		// Argo CD tried after the release existed, and couldn't.
-		if msg := comparisonError(a); msg != "" && a.Status.ReconciledAt != nil && !a.Status.ReconciledAt.Time.Before(rel.Time.Truncate(time.Second)) {
+		// Argo CD tried after the release existed, and couldn't: it says so
+		// (its times have whole seconds: a reconciliation in the release's
+		// second may predate it), or this bridge's refresh for it was
+		// answered so.
+		msg := comparisonError(a)
+		after := a.Status.ReconciledAt != nil && a.Status.ReconciledAt.Time.After(rel.Time)
+		if local := d.comparisonFailure(app, gen); local != "" && msg != "" {
+			after = true
+		}
+		if msg != "" && after {
 			st.State = StateFailed
 			st.Message = "Argo CD can't generate the manifests: " + msg
 			return st
@@ -200,6 +223,9 @@ func (d *Deployer) applicationStatus(ctx context.Context, a *v1alpha1.Applicatio
 	default:
 		st.State = StateProgressing
 		st.Message = fmt.Sprintf("compared at generation %d; %s, %s", compared, orUnknown(st.Sync), orUnknown(st.Health))
+		if st.Live != 0 && st.Live < gen {
+			st.Message += fmt.Sprintf("; generation %d is live (rolled back in Argo CD?)", st.Live)
+		}
 	}
 	return st
 }

@@ -92,8 +92,9 @@ func (l *timingLog) print() {
 }
 
 // createApplication makes an Argo CD Application for app through the API
-// server: plugin bucketops, parameter app, automated sync off (the bridge's
-// --sync does it).
+// server: the bridge's git view of app at main, plugin bucketops (no
+// parameter: the revision names the release), automated sync off (the
+// bridge's --sync does it).
 func createApplication(t *testing.T, name, app, namespace string) {
 	t.Helper()
 	body := fmt.Sprintf(`apiVersion: argoproj.io/v1alpha1
@@ -109,15 +110,12 @@ spec:
     path: .
     plugin:
       name: bucketops
-      parameters:
-        - name: app
-          string: %s
   destination:
     server: https://kubernetes.default.svc
     namespace: %s
   syncPolicy:
     syncOptions: [CreateNamespace=true]
-`, name, st.repoURL, app, namespace)
+`, name, st.gitViewURL(app), namespace)
 	if err := st.kube.apply("/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/"+name, []byte(body)); err != nil {
 		t.Fatal(err)
 	}

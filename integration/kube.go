@@ -118,8 +118,14 @@ func (k *kube) secretData(namespace, name string) (map[string]string, error) {
 type application struct {
 	Status struct {
 		Sync struct {
-			Status string `json:"status"`
+			Status   string `json:"status"`
+			Revision string `json:"revision"`
 		} `json:"sync"`
+		History []struct {
+			ID       int64  `json:"id"`
+			Revision string `json:"revision"`
+		} `json:"history"`
+		ReconciledAt string `json:"reconciledAt"`
 		Health struct {
 			Status string `json:"status"`
 		} `json:"health"`

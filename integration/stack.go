@@ -35,11 +35,12 @@ type stack struct {
 	dir        string // scratch: data directories, sockets, the git repository
 	bin        map[string]string
 	kube       *kube
-	repoURL    string
 	argocd     string // argocd-server host:port
 	argoJWT    string
 	bridge     *proc
-	bridgeAddr string
+	bridgeAddr string // the bridge as everything else reaches it: the balancer
+	bridgePort string // where the (first) bridge replica listens
+	lb         *balancer
 	bridgeEnv  []string // the export lines of the bridge: what the CLI needs
 	ageKeys    string
 	logf       func(string, ...any)
@@ -72,10 +73,10 @@ func startStack(bins map[string]string, ageKeyFile string, logDir string, logf f
 		{"kube-apiserver", s.startAPIServer},
 		{"kube-controller-manager", s.startControllerManager},
 		{"Argo CD settings", s.setupArgoCD},
-		{"git repository", s.gitRepo},
 		{"redis", s.startRedis},
 		{"argocd-server", s.startArgoServer},
 		{"bucketops-bridge", s.startBridge},
+		{"git view credentials", s.gitViewCredentials},
 		{"argocd-cmp-server", s.startCMPServer},
 		{"argocd-repo-server", s.startRepoServer},
 		{"argocd-application-controller", s.startController},
@@ -92,6 +93,9 @@ func startStack(bins map[string]string, ageKeyFile string, logDir string, logf f
 
 func (s *stack) stop() {
 	s.stopAll()
+	if s.lb != nil {
+		s.lb.close()
+	}
 	os.RemoveAll(s.dir)
 }
 
@@ -245,22 +249,28 @@ func argoCRDs() (map[string][]byte, error) {
 	return out, nil
 }
 
-// gitRepo is the repository every Application names: Argo CD needs one,
-// the plugin ignores it.
-func (s *stack) gitRepo() error {
-	bare, work := s.path("git", "apps.git"), s.path("git", "work")
-	for _, args := range [][]string{
-		{"init", "--bare", "-b", "main", bare},
-		{"init", "-b", "main", work},
-		{"-C", work, "-c", "user.name=e2e", "-c", "user.email=e2e@example.com", "commit", "--allow-empty", "-m", "bucketops Applications"},
-		{"-C", work, "push", bare, "main"},
-	} {
-		if b, err := exec.Command("git", args...).CombinedOutput(); err != nil {
-			return fmt.Errorf("git %s: %w\n%s", strings.Join(args, " "), err, b)
-		}
+// gitViewURL is the bridge's git view of app: the repoURL of every
+// Application. No git repository exists anywhere in the stack.
+func (s *stack) gitViewURL(app string) string {
+	return "http://" + s.bridgeAddr + "/git/" + app + ".git"
+}
+
+// gitViewCredentials gives Argo CD the git view's credentials the way
+// docs/argocd.md does: a repo-creds Secret for the bridge's /git/ prefix,
+// the reader token as password.
+func (s *stack) gitViewCredentials() error {
+	token, err := os.ReadFile(s.path("bridge.token"))
+	if err != nil {
+		return err
 	}
-	s.repoURL = "file://" + bare
-	return nil
+	secret, _ := json.Marshal(map[string]any{
+		"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"name": "bucketops-git-view", "namespace": "argocd",
+			"labels": map[string]string{"argocd.argoproj.io/secret-type": "repo-creds"}},
+		"stringData": map[string]string{"type": "git", "url": "http://" + s.bridgeAddr + "/git/",
+			"username": "bucketops", "password": strings.TrimSpace(string(token))},
+	})
+	return s.kube.apply("/api/v1/namespaces/argocd/secrets/bucketops-git-view", secret)
 }
 
 var redisAddr string
@@ -356,19 +366,30 @@ func (s *stack) startArgoServer() error {
 func (s *stack) startBridge() error { return s.runBridge("--poll-interval", "60s") }
 
 func (s *stack) runBridge(extra ...string) error {
-	// One address and one token across restarts: the cmp-server keeps them.
-	if s.bridgeAddr == "" {
+	// One address and one token across restarts: the cmp-server, Argo CD's
+	// repository credentials and the Applications' repoURLs keep them. The
+	// address is the balancer's, as it would be a Service's.
+	if s.lb == nil {
 		port, err := freePort()
 		if err != nil {
 			return err
 		}
-		s.bridgeAddr = fmt.Sprintf("127.0.0.1:%d", port)
+		if s.lb, err = newBalancer(fmt.Sprintf("127.0.0.1:%d", port)); err != nil {
+			return err
+		}
+		s.bridgeAddr = s.lb.ln.Addr().String()
+		port, err = freePort()
+		if err != nil {
+			return err
+		}
+		s.bridgePort = fmt.Sprintf("127.0.0.1:%d", port)
+		s.lb.set(s.bridgePort)
 		if err := os.WriteFile(s.path("bridge.token"), []byte(hex.EncodeToString(randBytes(32))+"\n"), 0o600); err != nil {
 			return err
 		}
 	}
 	args := append([]string{
-		"--listen", s.bridgeAddr, "--data", s.path("bucket"),
+		"--listen", s.bridgePort, "--data", s.path("bucket"),
 		"--token-file", "plugin=" + s.path("bridge.token"), "--token-file", "reader=" + s.path("bridge.token"),
 		"--argocd-server", s.argocd, "--argocd-plaintext", "--argocd-token-file", s.path("argocd", "token"),
 		"--sync", "--sync-prune", "--age-key-file", s.ageKeys, "--log-level", "debug",
@@ -411,6 +432,11 @@ func (s *stack) runBridge(extra ...string) error {
 	}()
 	if len(env) < 4 {
 		return fmt.Errorf("the bridge printed no environment; see %s", logPath)
+	}
+	for i, kv := range env {
+		if strings.HasPrefix(kv, "BUCKETOPS_BRIDGE=") {
+			env[i] = "BUCKETOPS_BRIDGE=http://" + s.bridgeAddr
+		}
 	}
 	s.bridge, s.bridgeEnv = p, env
 	return nil
@@ -455,10 +481,18 @@ func (s *stack) startCMPServer() error {
 func (s *stack) startRepoServer() error {
 	_, port, _ := strings.Cut(repoServerAddr, ":")
 	metrics, _ := freePort()
+	// git asks Argo CD's askpass helper for the git view's credentials:
+	// GIT_ASKPASS=argocd, the multi-call binary on PATH, as in Argo CD's
+	// image.
+	binDir := s.path("argocd", "bin")
+	os.MkdirAll(binDir, 0o755)
+	if err := os.Symlink(s.bin["argocd"], filepath.Join(binDir, "argocd")); err != nil && !os.IsExist(err) {
+		return err
+	}
 	p, err := s.start("argocd-repo-server", s.bin["argocd"], []string{
 		"--address", "127.0.0.1", "--port", port, "--metrics-port", strconv.Itoa(metrics),
 		"--disable-tls", "--redis", redisAddr,
-	}, s.argoEnv("argocd-repo-server"), s.dir)
+	}, s.argoEnv("argocd-repo-server", "PATH="+binDir+":"+os.Getenv("PATH")), s.dir)
 	if err != nil {
 		return err
 	}
@@ -470,13 +504,12 @@ func (s *stack) startController() error {
 	_, err := s.start("argocd-application-controller", s.bin["argocd"], []string{
 		"--repo-server", repoServerAddr, "--repo-server-plaintext", "--redis", redisAddr,
 		"--metrics-port", strconv.Itoa(metrics), "--namespace", "argocd",
-		// An upstream race (argo-cd#18500's family): a sync requested as
-		// the controller finishes a refresh of the app can sit unstarted
-		// until the app's next reconciliation. The default 180 s is longer
-		// than a scenario waits; 60 s keeps the scenarios about bucketops.
-		// A reconciliation doesn't pick up new releases (the repo-server
-		// caches the plugin's manifests per commit; only the bridge's hard
-		// refresh does), so this hides nothing of ours.
+		// Argo CD's own polling of main in the git view: every 60 s
+		// rather than 180, so the scenarios that rely on it (a lost
+		// notification) finish within their waits. A reconciliation with
+		// no new release generates nothing (the repo-server caches the
+		// plugin's manifests per commit), which a scenario counts. An
+		// unstarted sync (argo-cd#18500) is the bridge's nudge's to fix.
 		"--app-resync", "60",
 	}, s.argoEnv("argocd-application-controller"), s.dir)
 	return err
@@ -554,4 +587,53 @@ func tamper(s *stack, app, content string) error {
 		return err
 	}
 	return w.Close()
+}
+
+// startReplica runs a second bridge replica in production mode against the
+// first one's bucket (the emulator local mode embeds), on the stack's
+// tokens and Argo CD, polling every 2 s. The balancer doesn't know it yet.
+func (s *stack) startReplica(name string) (*proc, string, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	p, err := s.start(name, s.bin["bucketops-bridge"], []string{
+		"--listen", addr, "--bucket", s.env("BUCKETOPS_BUCKET"),
+		"--token-file", "plugin=" + s.path("bridge.token"), "--token-file", "reader=" + s.path("bridge.token"),
+		"--argocd-server", s.argocd, "--argocd-plaintext", "--argocd-token-file", s.path("argocd", "token"),
+		"--sync", "--sync-prune", "--age-key-file", s.ageKeys, "--poll-interval", "2s", "--log-level", "debug",
+	}, append(os.Environ(), "STORAGE_EMULATOR_HOST="+s.env("STORAGE_EMULATOR_HOST")), s.dir)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := waitFor(name, p, 30*time.Second, func() error { return httpOK("http://"+addr+"/readyz", "") }); err != nil {
+		return nil, "", err
+	}
+	return p, addr, nil
+}
+
+// argoREST calls argocd-server's REST API as admin.
+func (s *stack) argoREST(method, path string, body any, out any) error {
+	var r io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, "http://"+s.argocd+path, r)
+	req.Header.Set("Authorization", "Bearer "+s.argoJWT)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 2 * time.Minute}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, data)
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
 }

@@ -163,13 +163,10 @@ spec:
     path: .
     plugin:
       name: bucketops
-      parameters:
-        - name: app
-          string: %s
 %s  destination:
     server: https://kubernetes.default.svc
     namespace: %s
-`, name, project, st.repoURL, app, envYAML.String(), namespace)
+`, name, project, st.gitViewURL(app), envYAML.String(), namespace)
 	if err := st.kube.apply("/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/"+name, []byte(body)); err != nil {
 		t.Fatal(err)
 	}

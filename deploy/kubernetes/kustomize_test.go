@@ -2,6 +2,7 @@ package kubernetes_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net"
 	"net/url"
@@ -17,6 +18,8 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/resource"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/bucketops/bucketops/deploy"
 )
 
 // The objects below hold only the fields the tests read; encoding/json matches
@@ -338,6 +341,7 @@ func TestBase(t *testing.T) {
 			want := []string{
 				"ServiceAccount/bucketops-bridge",
 				"Deployment/bucketops-bridge",
+				"PodDisruptionBudget/bucketops-bridge",
 				"Service/bucketops-bridge",
 				"NetworkPolicy/bucketops-bridge",
 				"ConfigMap/bucketops-bridge-*", // the generator's content hash
@@ -355,6 +359,32 @@ func TestBase(t *testing.T) {
 			for _, r := range out {
 				if r.GetNamespace() != "argocd" {
 					t.Errorf("%s/%s is in namespace %q, want argocd", r.GetKind(), r.GetName(), r.GetNamespace())
+				}
+			}
+		}},
+		{"two bridge replicas, at most one down at a time", func(t *testing.T) {
+			var d struct {
+				Spec struct {
+					Replicas int
+					Template struct {
+						Metadata struct{ Labels map[string]string }
+					}
+				}
+			}
+			out.decode(t, "Deployment", "bucketops-bridge", &d)
+			var pdb struct {
+				Spec struct {
+					MinAvailable int
+					Selector     struct{ MatchLabels map[string]string }
+				}
+			}
+			out.decode(t, "PodDisruptionBudget", "bucketops-bridge", &pdb)
+			if d.Spec.Replicas < 2 || pdb.Spec.MinAvailable != 1 {
+				t.Errorf("replicas %d, PodDisruptionBudget minAvailable %d; want 2 or more, and 1", d.Spec.Replicas, pdb.Spec.MinAvailable)
+			}
+			for k, v := range pdb.Spec.Selector.MatchLabels {
+				if d.Spec.Template.Metadata.Labels[k] != v {
+					t.Errorf("the PodDisruptionBudget selects %s=%s, which the bridge's pods don't carry", k, v)
 				}
 			}
 		}},
@@ -554,8 +584,8 @@ func TestBase(t *testing.T) {
 				t.Errorf("discover = %v, want none: the plugin is used by name only", p.Spec.Discover)
 			}
 			static := p.Spec.Parameters.Static
-			if len(static) != 1 || static[0].Name != "app" || !static[0].Required || static[0].Title == "" || !strings.Contains(static[0].Tooltip, "prod/payments") {
-				t.Errorf("static parameters = %+v, want one required app with a title and a tooltip", static)
+			if len(static) != 1 || static[0].Name != "app" || static[0].Required || static[0].Title == "" || !strings.Contains(static[0].Tooltip, "prod/payments") {
+				t.Errorf("static parameters = %+v, want one optional app (the git view names the app) with a title and a tooltip", static)
 			}
 		}},
 	}
@@ -782,18 +812,21 @@ func TestExampleApplication(t *testing.T) {
 				t.Errorf("plugin = %+v, want name %s", src.Plugin, plugin.Metadata.Name)
 			}
 		}},
-		{"the Application sets the app parameter the plugin announces", func(t *testing.T) {
-			if src.Plugin == nil || len(src.Plugin.Parameters) != 1 {
-				t.Fatalf("plugin = %+v, want one parameter", src.Plugin)
+		{"the Application's repository is the bridge's git view of its app, at main", func(t *testing.T) {
+			var svc struct {
+				Metadata struct{ Name, Namespace string }
+				Spec     struct{ Ports []struct{ Port int } }
 			}
-			p := src.Plugin.Parameters[0]
-			if p.Name != plugin.Spec.Parameters.Static[0].Name || p.String != "prod/payments" {
-				t.Errorf("parameter = %+v, want app = prod/payments", p)
+			build(t, "base").decode(t, "Service", "bucketops-bridge", &svc)
+			want := fmt.Sprintf("http://%s.%s.svc:%d/git/prod/payments.git", svc.Metadata.Name, svc.Metadata.Namespace, svc.Spec.Ports[0].Port)
+			if src.RepoURL != want || src.TargetRevision != "main" || src.Path != "." {
+				t.Errorf("repoURL %q, targetRevision %q, path %q; want %s, main, .", src.RepoURL, src.TargetRevision, src.Path, want)
 			}
-		}},
-		{"the Application has the repository Argo CD requires", func(t *testing.T) {
-			if src.RepoURL == "" || src.Path != "." {
-				t.Errorf("repoURL %q, path %q; want a repository and path .", src.RepoURL, src.Path)
+			if app, ok := deploy.GitViewApp(src.RepoURL); !ok || app != "prod/payments" {
+				t.Errorf("the bridge reads app %q (%v) from the repoURL, want prod/payments", app, ok)
+			}
+			if src.Plugin != nil && len(src.Plugin.Parameters) != 0 {
+				t.Errorf("parameters %+v: the git view names the app", src.Plugin.Parameters)
 			}
 		}},
 		{"the Application deploys in-cluster and syncs automatically with prune and self-heal", func(t *testing.T) {
