@@ -126,7 +126,7 @@ type application struct {
 			Revision string `json:"revision"`
 		} `json:"history"`
 		ReconciledAt string `json:"reconciledAt"`
-		Health struct {
+		Health       struct {
 			Status string `json:"status"`
 		} `json:"health"`
 		Conditions []struct {
