@@ -134,7 +134,7 @@ func testutilValue(r *rig, source, outcome string) float64 {
 // landing in the bucket and Argo CD being told: publish through the real
 // client, fakestorage's notification to pstest, the bridge's pull
 // subscription, the coalescing window (100 ms by default, as shipped), and
-// the hard-refresh call arriving at the fake Argo CD. It reports p50 and
+// the refresh call arriving at the fake Argo CD. It reports p50 and
 // p99 in milliseconds.
 func BenchmarkNotifyToRefresh(b *testing.B) {
 	n := newNotifying(b)
