@@ -1,31 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
-	"slices"
 
-	udiff "github.com/aymanbagabas/go-udiff"
 	"github.com/spf13/cobra"
 
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/store"
 )
 
-// objectChange is one Kubernetes object that differs between two releases.
-type objectChange struct {
-	Object    string `json:"object"`
-	Change    string `json:"change"` // added, removed or changed
-	Source    string `json:"source"`
-	Encrypted bool   `json:"encrypted"`
-	Diff      string `json:"diff"`
-}
-
 type diffOutput struct {
-	From      string         `json:"from"`
-	To        string         `json:"to"`
-	Changes   []objectChange `json:"changes"`
-	Unchanged int            `json:"unchanged"`
+	From      string                `json:"from"`
+	To        string                `json:"to"`
+	Changes   []render.ObjectChange `json:"changes"`
+	Unchanged int                   `json:"unchanged"`
 }
 
 func newDiff(e *env) *cobra.Command {
@@ -86,23 +74,16 @@ re-encrypted Secret shows as changed even when its values are the same.`,
 }
 
 func diffReleases(cmd *cobra.Command, s *store.Store, fromRef, toRef store.Ref) (diffOutput, error) {
-	load := func(ref store.Ref) (store.Release, map[string]render.Object, error) {
+	load := func(ref store.Ref) (store.Release, []render.Object, error) {
 		rel, data, err := s.Read(cmd.Context(), ref)
-		if err != nil {
+		if err != nil || rel.Kind == store.KindTombstone {
 			return rel, nil, err
-		}
-		objs := map[string]render.Object{}
-		if rel.Kind == store.KindTombstone {
-			return rel, objs, nil
 		}
 		parsed, err := render.Parse(data)
 		if err != nil {
 			return rel, nil, fmt.Errorf("%s: %w", rel.Ref(), err)
 		}
-		for _, o := range parsed.Objects {
-			objs[o.Key()] = o
-		}
-		return rel, objs, nil
+		return rel, parsed.Objects, nil
 	}
 	from, old, err := load(fromRef)
 	if err != nil {
@@ -112,36 +93,7 @@ func diffReleases(cmd *cobra.Command, s *store.Store, fromRef, toRef store.Ref) 
 	if err != nil {
 		return diffOutput{}, err
 	}
-	out := diffOutput{From: from.Ref().String(), To: to.Ref().String(), Changes: []objectChange{}}
-	keys := make([]string, 0, len(old)+len(cur))
-	for k := range old {
-		keys = append(keys, k)
-	}
-	for k := range cur {
-		if _, ok := old[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		o, inOld := old[k]
-		n, inNew := cur[k]
-		c := objectChange{Change: "changed"}
-		switch {
-		case !inOld:
-			c.Change, o = "added", render.Object{}
-			c.Object, c.Source, c.Encrypted = n.String(), n.Source, n.Encrypted
-		case !inNew:
-			c.Change, n = "removed", render.Object{}
-			c.Object, c.Source, c.Encrypted = o.String(), o.Source, o.Encrypted
-		case bytes.Equal(o.Body, n.Body):
-			out.Unchanged++
-			continue
-		default:
-			c.Object, c.Source, c.Encrypted = n.String(), n.Source, n.Encrypted || o.Encrypted
-		}
-		c.Diff = udiff.Unified(out.From+" "+c.Object, out.To+" "+c.Object, string(o.Body), string(n.Body))
-		out.Changes = append(out.Changes, c)
-	}
+	out := diffOutput{From: from.Ref().String(), To: to.Ref().String()}
+	out.Changes, out.Unchanged = render.DiffObjects(out.From, old, out.To, cur, func(o render.Object) []byte { return o.Body })
 	return out, nil
 }
