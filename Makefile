@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 DATA    ?=
 LISTEN  ?= 127.0.0.1:8080
 
-.PHONY: build run test e2e test-integration lint bench bench-compare fuzz clean
+.PHONY: build run test test-ui e2e test-integration lint bench bench-compare fuzz clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/bucketops ./cmd/bucketops-bridge
@@ -21,6 +21,17 @@ run: build
 
 test:
 	$(GO) test -race -count=1 ./...
+
+# The auditors' pages in a real browser: Debian's chromium (installed with
+# apt-get when missing) driven by chromedp through a bridge in local mode.
+# UPDATE_SCREENSHOTS=1 writes the screenshots of docs/ui/ and the README.
+UPDATE_SCREENSHOTS ?=
+test-ui:
+	@command -v chromium >/dev/null || { \
+		echo "installing chromium (apt-get)"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get install -y -qq chromium >/dev/null 2>&1 || { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; }; }
+	$(if $(UPDATE_SCREENSHOTS),BUCKETOPS_UI_SCREENSHOTS=$(CURDIR)/docs/ui) $(GO) test -tags browser -count=1 -timeout 10m -v -run TestAuditorWalk ./ui/
 
 # End to end: a real Argo CD, kube-apiserver and etcd built from the Go module
 # proxy (cached in ~/.cache/bucketops-e2e), redis from Debian, our bridge and
@@ -45,6 +56,7 @@ lint:
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./integration/
 	$(GO) vet -tags faults ./integration/faults/
+	$(GO) vet -tags browser ./ui/
 
 # Reports requests and wall time per publish; see docs/benchmarks.md.
 bench:
@@ -53,6 +65,7 @@ bench:
 	$(GO) test -run '^$$' -bench BenchmarkManifests -benchtime 30x -count 3 ./webhook/ | tee -a $(BIN)/bench.txt
 	$(GO) test -run '^$$' -bench BenchmarkRenderMemory -benchtime 3x -count 3 ./render/ | tee -a $(BIN)/bench.txt
 	$(GO) test -run '^$$' -bench BenchmarkGitView -benchtime 100x -count 3 ./gitview/ | tee -a $(BIN)/bench.txt
+	$(GO) test -run '^$$' -bench 'BenchmarkTimeline|BenchmarkDiff' -benchtime 30x -count 3 ./ui/ | tee -a $(BIN)/bench.txt
 	$(GO) test -run '^$$' -bench BenchmarkNotifyToRefresh -benchtime 200x -count 3 ./deploy/ | tee -a $(BIN)/bench.txt
 
 # bucketops against the git workflows it replaces, in one run; rewrites the

@@ -330,6 +330,18 @@ func (s *Store) History(ctx context.Context, app string, opts HistoryOptions) ([
 	return page.sorted(), nil
 }
 
+// HeadAt returns the release that was the head at t among releases given
+// newest first: the newest one written at or before t. A release is the
+// head from its generation's creation until the next one's.
+func HeadAt(newestFirst []Release, t time.Time) (Release, bool) {
+	for _, r := range newestFirst {
+		if !r.Time.After(t) {
+			return r, true
+		}
+	}
+	return Release{}, false
+}
+
 // versions calls fn with each generation of app's object, as GCS lists
 // them, until fn returns false.
 func (s *Store) versions(ctx context.Context, app string, fn func(Release) bool) error {

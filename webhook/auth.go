@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -86,6 +87,37 @@ func (s *Server) rolesOf(secret string) ([]Role, error) {
 		return nil, errBadToken
 	}
 	return roles, nil
+}
+
+// HasRole reports whether secret is the secret of one of tokens with role,
+// comparing hashes in constant time.
+func HasRole(tokens []Token, secret string, role Role) bool {
+	got := sha256.Sum256([]byte(strings.TrimSpace(secret)))
+	ok := false
+	for _, t := range tokens {
+		if subtle.ConstantTimeCompare(got[:], t.hash[:]) == 1 && t.Role == role {
+			ok = true
+		}
+	}
+	return ok
+}
+
+// DeriveKey derives a secret key for label from the tokens of role: the
+// same on every replica given the same token files, changed when they
+// are rotated; nil when there is no such token.
+func DeriveKey(tokens []Token, role Role, label string) []byte {
+	m := hmac.New(sha256.New, []byte("bucketops "+label))
+	n := 0
+	for _, t := range tokens {
+		if t.Role == role {
+			m.Write(t.hash[:])
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return m.Sum(nil)
 }
 
 // requireBasic lets through requests whose HTTP basic password is a token

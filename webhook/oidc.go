@@ -86,7 +86,9 @@ func NewKeySet(url string, interval time.Duration) *KeySet {
 
 // VerifySignature implements oidc.KeySet.
 func (k *KeySet) VerifySignature(ctx context.Context, raw string) ([]byte, error) {
-	jws, err := jose.ParseSigned(raw, []jose.SignatureAlgorithm{jose.RS256})
+	// The verifier calling this allows its own algorithms (RS256 for
+	// Pub/Sub push, ES256 for IAP); a key verifies only its own.
+	jws, err := jose.ParseSigned(raw, []jose.SignatureAlgorithm{jose.RS256, jose.ES256})
 	if err != nil {
 		return nil, fmt.Errorf("malformed token: %v", err)
 	}

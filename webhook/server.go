@@ -1,6 +1,7 @@
 // Package webhook is the bridge's HTTP surface: the manifest API the Argo CD
 // plugin calls, the apps, history and deploy status API, the Pub/Sub push
-// endpoint, health and metrics.
+// endpoint, health and metrics, and the mounts of the git view (/git/) and
+// the auditors' pages (/ui/).
 //
 // The contract that matters: a manifest response is either the complete,
 // verified, decrypted release or an error status with nothing Argo CD could
@@ -94,6 +95,9 @@ type Config struct {
 	// gitview package), behind HTTP basic authentication with the reader
 	// token; nil turns it off.
 	Git http.Handler
+	// UI serves the auditors' pages under /ui/ (the ui package), which
+	// authenticate on their own; nil turns them off.
+	UI http.Handler
 }
 
 // Validate reports every missing dependency.
@@ -147,6 +151,7 @@ type Server struct {
 	policy       Policies
 	callers      Callers
 	git          http.Handler
+	ui           http.Handler
 	ready        readiness
 	timeout      time.Duration
 	deploys      *deploy.Deployer
@@ -180,6 +185,7 @@ func New(cfg Config) (*Server, error) {
 		policy:   cfg.Policy,
 		callers:  cfg.Callers,
 		git:      cfg.Git,
+		ui:       cfg.UI,
 		ready:    readiness{interval: cfg.ReadyInterval},
 	}
 	if cfg.RenderMemory > 0 {
@@ -221,6 +227,10 @@ func (s *Server) Routes() http.Handler {
 	r.Get("/v1/apps/*", s.appRoute)
 	if s.git != nil {
 		r.Handle("/git/*", s.requireBasic(RoleReader)(http.StripPrefix("/git", s.git)))
+	}
+	if s.ui != nil {
+		r.Handle("/ui", s.ui)
+		r.Handle("/ui/*", s.ui)
 	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, "no_route", fmt.Errorf("no route %s %s", r.Method, r.URL.Path))

@@ -30,6 +30,7 @@ import (
 	"github.com/bucketops/bucketops/policy"
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/store"
+	"github.com/bucketops/bucketops/ui"
 	"github.com/bucketops/bucketops/webhook"
 )
 
@@ -46,6 +47,8 @@ type config struct {
 	// renderMemory bounds what cold renders hold at once.
 	renderMemory int64
 	policyFile   string
+	uiOff        bool
+	iapAudience  string
 
 	// Notifications and Argo CD.
 	subscription  string
@@ -142,6 +145,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.ageKeyFile, "age-key-file", os.Getenv("SOPS_AGE_KEY_FILE"), "age identities for SOPS documents, loaded once at start (default $SOPS_AGE_KEY_FILE)")
 	fs.Int64Var(&c.cacheBytes, "cache-bytes", -1, "memory bound of the render cache; default a quarter of the memory limit (GOMEMLIMIT or the container's), else 256 MiB; 0 turns the cache off")
 	fs.Int64Var(&c.renderMemory, "render-memory", -1, "memory cold renders may hold at once, each counted as 40x its release's size; default half the memory limit, else 1 GiB; 0: no bound")
+	fs.BoolVar(&c.uiOff, "no-ui", false, "don't serve the auditors' pages at /ui/")
+	fs.StringVar(&c.iapAudience, "ui-iap-audience", "", "trust Google Cloud IAP's signed header for /ui/ with this audience (/projects/NUMBER/global/backendServices/ID)")
 	fs.StringVar(&c.policyFile, "policy", "", "tenancy policy file (YAML): per app prefix, the decryption keys, Argo CD projects, namespaces and kinds allowed; read again when it changes (docs/tenancy.md)")
 	fs.StringVar(&c.subscription, "subscription", "", "projects/P/subscriptions/S: a Pub/Sub pull subscription on the bucket's notification topic")
 	fs.DurationVar(&c.pollInterval, "poll-interval", time.Minute, "list the bucket's heads this often to catch lost notifications; 0 turns polling off")
@@ -344,6 +349,29 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 	if b.cfg.pushAudience != "" {
 		push = &webhook.PushAuth{Audience: b.cfg.pushAudience, ServiceAccount: b.cfg.pushAccount, Keys: webhook.GoogleKeys()}
 	}
+	var pages http.Handler
+	if !b.cfg.uiOff {
+		ucfg := ui.Config{
+			Releases: st, Location: st.Location(), Logger: b.log.With("component", "ui"),
+			Authenticate:  func(token string) bool { return webhook.HasRole(b.tokens, token, webhook.RoleReader) },
+			SessionSecret: webhook.DeriveKey(b.tokens, webhook.RoleReader, "ui sessions"),
+		}
+		if deployer.Enabled() {
+			ucfg.Statuses = deployer
+		}
+		if b.cfg.iapAudience != "" {
+			ucfg.IAP = &ui.IAP{Audience: b.cfg.iapAudience, Keys: webhook.NewKeySet(ui.IAPKeysURL, 30*time.Second)}
+		}
+		if ucfg.SessionSecret == nil {
+			b.log.Info("no reader token: the auditors' pages at /ui/ are off")
+		} else {
+			u, err := ui.New(ucfg)
+			if err != nil {
+				return err
+			}
+			pages = u.Handler()
+		}
+	}
 	api, err := webhook.New(webhook.Config{
 		Releases:     st,
 		Renderer:     b.decrypter,
@@ -358,6 +386,7 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 		Location:     st.Location(),
 		Push:         push,
 		Git:          view.Handler(),
+		UI:           pages,
 	})
 	if err != nil {
 		return err
@@ -404,6 +433,9 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 	b.log.Info("bridge listening", "url", url, "bucket", st.Location().String())
 	if exports != nil {
 		exports(b.stdout, url)
+		if pages != nil {
+			fmt.Fprintf(b.stdout, "# ui: %s/ui/ (log in with the token in $BUCKETOPS_TOKEN_FILE)\n", url)
+		}
 		fmt.Fprintf(b.stdout, "# bridge: %s (health: %s/healthz); stop with Ctrl-C\n", url, url)
 	}
 	select {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
@@ -13,6 +14,7 @@ import (
 func newLog(e *env) *cobra.Command {
 	var opts store.HistoryOptions
 	withCommits := true
+	var asOf string
 	cmd := &cobra.Command{
 		Use:   "log APP",
 		Short: "Show an app's releases, newest first",
@@ -22,9 +24,13 @@ is in the bridge's git view (the revision Argo CD shows). Page with --limit and
 --before (the last generation of the previous page).
 
 The commits are computed from the whole history, which log then lists whatever
-the page; --commits=false leaves them out, and then --limit 1 costs one request.`,
+the page; --commits=false leaves them out, and then --limit 1 costs one request.
+
+--as-of T shows the one release that was the head at T (RFC 3339, or a date:
+its start, UTC): what Argo CD was given then.`,
 		Example: `  bucketops log prod/payments --limit 20
-  bucketops log prod/payments -o json | jq '.[0].generation'`,
+  bucketops log prod/payments -o json | jq '.[0].generation'
+  bucketops log prod/payments --as-of 2026-12-01T09:30:00Z`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if err := store.ValidateApp(a[0]); err != nil {
@@ -33,12 +39,21 @@ the page; --commits=false leaves them out, and then --limit 1 costs one request.
 			if opts.Limit < 0 || opts.Before < 0 {
 				return usagef("--limit and --before must not be negative")
 			}
+			var at time.Time
+			if asOf != "" {
+				var err error
+				if at, err = time.Parse(time.RFC3339Nano, asOf); err != nil {
+					if at, err = time.Parse("2006-01-02", asOf); err != nil {
+						return usagef("--as-of %q: give a time as 2026-12-01T09:30:00Z, or a date", asOf)
+					}
+				}
+			}
 			s, closeStore, err := e.openStore(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer closeStore()
-			if !withCommits {
+			if !withCommits && asOf == "" {
 				rels, err := s.History(cmd.Context(), a[0], opts)
 				if err != nil {
 					return err
@@ -48,6 +63,13 @@ the page; --commits=false leaves them out, and then --limit 1 costs one request.
 			hist, byGen, err := commits(cmd.Context(), s, a[0])
 			if err != nil {
 				return err
+			}
+			if asOf != "" {
+				rel, ok := store.HeadAt(hist, at)
+				if !ok {
+					return fmt.Errorf("%s: %w: no release was published at or before %s", a[0], store.ErrNotFound, at.Format(time.RFC3339))
+				}
+				return e.printReleases([]store.Release{rel}, byGen, false)
 			}
 			var page []store.Release
 			for _, r := range hist {
@@ -61,6 +83,7 @@ the page; --commits=false leaves them out, and then --limit 1 costs one request.
 	cmd.Flags().IntVar(&opts.Limit, "limit", 0, "show at most this many releases (0: all)")
 	cmd.Flags().Int64Var(&opts.Before, "before", 0, "show only generations older than this one")
 	cmd.Flags().BoolVar(&withCommits, "commits", true, "show each release's commit in the git view (lists the whole history)")
+	cmd.Flags().StringVar(&asOf, "as-of", "", "show only the release that was the head at this time (RFC 3339, or a date)")
 	return cmd
 }
 

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 
@@ -338,5 +339,30 @@ func TestTimeoutAgainstABucketThatNeverAnswersNamesTheFlag(t *testing.T) {
 	msg := strings.TrimSpace(r.stderr)
 	if !strings.Contains(msg, "gave up after --timeout 300ms") || strings.Contains(msg, "\n") {
 		t.Errorf("want one line naming --timeout, got %q", r.stderr)
+	}
+}
+
+func TestLogAsOf(t *testing.T) {
+	startBucket(t)
+	var gens []string
+	var times []string
+	for i := 1; i <= 3; i++ {
+		out := decode[map[string]any](t, bucketops(t, configMap("a", fmt.Sprint(i)), "push", "prod/x", "-", "--sequence", fmt.Sprint(i), "-o", "json").must(t).stdout)
+		gens = append(gens, fmt.Sprintf("%.0f", out["generation"]))
+		log := decode[[]map[string]any](t, bucketops(t, "", "log", "prod/x", "-o", "json", "--limit", "1").must(t).stdout)
+		times = append(times, log[0]["time"].(string))
+	}
+	for i := range gens {
+		at, _ := time.Parse(time.RFC3339Nano, times[i])
+		got := decode[[]map[string]any](t, bucketops(t, "", "log", "prod/x", "--as-of", at.Add(time.Microsecond).Format(time.RFC3339Nano), "-o", "json").must(t).stdout)
+		if len(got) != 1 || fmt.Sprintf("%.0f", got[0]["generation"]) != gens[i] {
+			t.Errorf("as of release %d's time: %v, want generation %s", i+1, got, gens[i])
+		}
+	}
+	if r := bucketops(t, "", "log", "prod/x", "--as-of", "2000-01-01"); r.code != exitFailure || !strings.Contains(r.stderr, "no release was published") {
+		t.Errorf("as of before the first release: exit %d %s", r.code, r.stderr)
+	}
+	if r := bucketops(t, "", "log", "prod/x", "--as-of", "last tuesday"); r.code != exitInvalid {
+		t.Errorf("a malformed time: exit %d", r.code)
 	}
 }

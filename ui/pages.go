@@ -1,0 +1,489 @@
+package ui
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bucketops/bucketops/render"
+	"github.com/bucketops/bucketops/store"
+)
+
+// pageSize is the releases of one timeline page.
+const pageSize = 50
+
+// maxActivity bounds the rows of one activity answer.
+const maxActivity = 10_000
+
+var funcs = template.FuncMap{
+	"time": func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05Z")
+	},
+	"short": func(s string) string {
+		if len(s) > 19 {
+			return s[:19] + "…"
+		}
+		return s
+	},
+	"orDash": func(s string) string { return cmp.Or(s, "-") },
+	"seq": func(n uint64) string {
+		if n == 0 {
+			return "-"
+		}
+		return strconv.FormatUint(n, 10)
+	},
+	"query": func(pairs ...any) template.URL {
+		v := url.Values{}
+		for i := 0; i+1 < len(pairs); i += 2 {
+			if s := fmt.Sprint(pairs[i+1]); s != "" && s != "0" {
+				v.Set(fmt.Sprint(pairs[i]), s)
+			}
+		}
+		return template.URL(v.Encode())
+	},
+	"link":      sourceLink,
+	"add":       func(a, b int) int { return a + b },
+	"diffLines": diffLines,
+}
+
+// sourceLink makes a release's source a link when it is one (a pipeline
+// URL); anything else is text.
+func sourceLink(s string) template.HTML {
+	if u, err := url.Parse(s); err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" {
+		return template.HTML(fmt.Sprintf(`<a href="%s" rel="noopener noreferrer">%s</a>`, template.HTMLEscapeString(s), template.HTMLEscapeString(s)))
+	}
+	return template.HTML(template.HTMLEscapeString(cmp.Or(s, "-")))
+}
+
+// diffLine is one line of a unified diff with its class for colour.
+type diffLine struct{ Class, Text string }
+
+func diffLines(d string) []diffLine {
+	var out []diffLine
+	for _, l := range strings.Split(strings.TrimSuffix(d, "\n"), "\n") {
+		class := ""
+		switch {
+		case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"):
+			class = "file"
+		case strings.HasPrefix(l, "+"):
+			class = "add"
+		case strings.HasPrefix(l, "-"):
+			class = "del"
+		case strings.HasPrefix(l, "@@"):
+			class = "hunk"
+		}
+		out = append(out, diffLine{class, l})
+	}
+	return out
+}
+
+// page is what every template gets besides its own data.
+type page struct {
+	Title     string
+	Who       string
+	Permalink string
+	CLI       string
+	Data      any
+}
+
+func (u *UI) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
+	u.renderPage(w, r, status, name, page{Title: name, Who: who(r), Permalink: r.URL.RequestURI(), Data: data})
+}
+
+func (u *UI) renderPage(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
+	var b bytes.Buffer
+	if err := u.pages[name].Execute(&b, p); err != nil {
+		u.log.Error("ui: rendering a page failed", "page", name, "error", err)
+		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write(b.Bytes())
+}
+
+// fail answers with an error page: what was wrong and what to do.
+func (u *UI) fail(w http.ResponseWriter, r *http.Request, status int, title, message string) {
+	u.renderPage(w, r, status, "error", page{Title: title, Who: who(r), Data: map[string]any{"Status": status, "Title": title, "Message": message}})
+}
+
+// storeFail maps a bucket error to an error page.
+func (u *UI) storeFail(w http.ResponseWriter, r *http.Request, what string, err error) {
+	switch {
+	case errors.Is(err, store.ErrInvalidApp):
+		u.fail(w, r, http.StatusBadRequest, "Not an app", err.Error())
+	case errors.Is(err, store.ErrNotFound):
+		u.fail(w, r, http.StatusNotFound, "Not found", what+": "+err.Error())
+	case errors.Is(err, store.ErrCorrupt):
+		u.fail(w, r, http.StatusBadGateway, "Tampered release", what+": "+err.Error())
+	default:
+		u.log.Warn("ui: reading the bucket failed", "what", what, "error", err)
+		u.fail(w, r, http.StatusServiceUnavailable, "The bucket can't be read", what+": the bucket didn't answer; try again in a moment.")
+	}
+}
+
+// appRow is one app on the apps page.
+type appRow struct {
+	store.Release
+	Dir, Leaf string
+	Status    string
+}
+
+func (u *UI) apps(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	prefix, text := strings.Trim(q.Get("prefix"), "/"), strings.ToLower(strings.TrimSpace(q.Get("q")))
+	if err := store.ValidatePrefix(prefix); err != nil {
+		u.fail(w, r, http.StatusBadRequest, "Bad prefix", err.Error())
+		return
+	}
+	heads, err := u.cfg.Releases.List(r.Context(), prefix)
+	if err != nil {
+		u.storeFail(w, r, "the apps", err)
+		return
+	}
+	var rows []appRow
+	for _, h := range heads {
+		if text != "" && !strings.Contains(strings.ToLower(h.App+" "+h.Author+" "+h.Message), text) {
+			continue
+		}
+		row := appRow{Release: h, Leaf: h.App}
+		if i := strings.LastIndex(h.App, "/"); i >= 0 {
+			row.Dir, row.Leaf = h.App[:i], h.App[i+1:]
+		}
+		if u.cfg.Statuses != nil {
+			ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+			if st, err := u.cfg.Statuses.Status(ctx, h.App, h.Generation); err == nil {
+				row.Status = string(st.State)
+			} else {
+				row.Status = "unknown"
+			}
+			cancel()
+		}
+		rows = append(rows, row)
+	}
+	// The tree: each app under the path of its other segments.
+	slices.SortFunc(rows, func(a, b appRow) int { return cmp.Or(cmp.Compare(a.Dir, b.Dir), cmp.Compare(a.Leaf, b.Leaf)) })
+	type group struct {
+		Name string
+		Apps []appRow
+	}
+	var groups []group
+	for _, row := range rows {
+		if len(groups) == 0 || groups[len(groups)-1].Name != row.Dir {
+			groups = append(groups, group{Name: row.Dir})
+		}
+		groups[len(groups)-1].Apps = append(groups[len(groups)-1].Apps, row)
+	}
+	cli := "bucketops ls"
+	if prefix != "" {
+		cli += " " + prefix
+	}
+	u.renderPage(w, r, http.StatusOK, "apps", page{Title: "Apps", Who: who(r), Permalink: r.URL.RequestURI(), CLI: cli, Data: map[string]any{
+		"Prefix": prefix, "Q": q.Get("q"), "Groups": groups, "Count": len(rows), "Live": u.cfg.Statuses != nil, "Bucket": u.cfg.Location.String(),
+	}})
+}
+
+// appRoute dispatches /ui/apps/{app}/-/releases[/{generation}] and
+// /ui/apps/{app}/-/diff.
+func (u *UI) appRoute(w http.ResponseWriter, r *http.Request) {
+	rest := strings.TrimPrefix(r.URL.EscapedPath(), "/ui/apps/")
+	app, action, found := strings.Cut(rest, "/-/")
+	if !found || strings.Contains(app, "%") {
+		u.fail(w, r, http.StatusNotFound, "No such page", "An app's pages are /ui/apps/APP/-/releases and /ui/apps/APP/-/diff.")
+		return
+	}
+	if err := store.ValidateApp(app); err != nil {
+		u.fail(w, r, http.StatusBadRequest, "Not an app", err.Error())
+		return
+	}
+	switch {
+	case action == "releases":
+		u.timeline(w, r, app)
+	case strings.HasPrefix(action, "releases/"):
+		gen, err := strconv.ParseInt(strings.TrimPrefix(action, "releases/"), 10, 64)
+		if err != nil || gen <= 0 {
+			u.fail(w, r, http.StatusBadRequest, "Not a release", fmt.Sprintf("%q is not a generation: a release is /ui/apps/%s/-/releases/GENERATION.", strings.TrimPrefix(action, "releases/"), app))
+			return
+		}
+		u.release(w, r, app, gen)
+	case action == "diff":
+		u.diff(w, r, app)
+	default:
+		u.fail(w, r, http.StatusNotFound, "No such page", fmt.Sprintf("%s has no page %q: use releases or diff.", app, action))
+	}
+}
+
+func (u *UI) timeline(w http.ResponseWriter, r *http.Request, app string) {
+	rels, err := u.histories.get(r.Context(), app)
+	if err != nil {
+		u.storeFail(w, r, app, err)
+		return
+	}
+	pages := max(1, (len(rels)+pageSize-1)/pageSize)
+	n := 1
+	if p := r.URL.Query().Get("page"); p != "" {
+		var err error
+		if n, err = strconv.Atoi(p); err != nil || n < 1 || n > pages {
+			u.fail(w, r, http.StatusNotFound, "No such page", fmt.Sprintf("%s has %d releases, %d pages of %d: page %q isn't one of them.", app, len(rels), pages, pageSize, p))
+			return
+		}
+	}
+	start := (n - 1) * pageSize
+	end := min(start+pageSize, len(rels))
+	type row struct {
+		store.Release
+		Previous int64
+	}
+	rows := make([]row, 0, end-start)
+	for i := start; i < end; i++ {
+		rw := row{Release: rels[i]}
+		if i+1 < len(rels) {
+			rw.Previous = rels[i+1].Generation
+		}
+		rows = append(rows, rw)
+	}
+	u.renderPage(w, r, http.StatusOK, "timeline", page{Title: app, Who: who(r), Permalink: r.URL.RequestURI(),
+		CLI:  fmt.Sprintf("bucketops log %s --limit %d", app, pageSize) + cond(start > 0, fmt.Sprintf(" --before %d", rels[max(start-1, 0)].Generation)),
+		Data: map[string]any{"App": app, "Rows": rows, "Page": n, "Pages": pages, "Total": len(rels)}})
+}
+
+func cond(ok bool, s string) string {
+	if ok {
+		return s
+	}
+	return ""
+}
+
+// shownObject is an object of a release as the release page shows it.
+type shownObject struct {
+	render.Object
+	Text string
+}
+
+func (u *UI) release(w http.ResponseWriter, r *http.Request, app string, gen int64) {
+	ref := store.Ref{App: app, Generation: gen}
+	rel, data, err := u.cfg.Releases.Read(r.Context(), ref)
+	if err != nil {
+		u.storeFail(w, r, ref.String(), err)
+		return
+	}
+	var objs []shownObject
+	problem := ""
+	if rel.Kind != store.KindTombstone {
+		parsed, err := render.Parse(data)
+		if err != nil {
+			problem = err.Error()
+		} else {
+			for _, o := range parsed.Objects {
+				objs = append(objs, shownObject{Object: o, Text: string(o.Redacted())})
+			}
+		}
+	}
+	// The release before this one, for "compare with previous".
+	var previous int64
+	if rels, err := u.histories.get(r.Context(), app); err == nil {
+		for i, x := range rels {
+			if x.Generation == gen && i+1 < len(rels) {
+				previous = rels[i+1].Generation
+			}
+		}
+	}
+	u.renderPage(w, r, http.StatusOK, "release", page{Title: ref.String(), Who: who(r), Permalink: r.URL.RequestURI(),
+		CLI:  "bucketops show " + ref.String(),
+		Data: map[string]any{"Release": rel, "Objects": objs, "Problem": problem, "Previous": previous}})
+}
+
+func (u *UI) diff(w http.ResponseWriter, r *http.Request, app string) {
+	q := r.URL.Query()
+	var refs [2]store.Ref
+	for i, name := range []string{"from", "to"} {
+		g, err := strconv.ParseInt(q.Get(name), 10, 64)
+		if err != nil || g <= 0 {
+			u.fail(w, r, http.StatusBadRequest, "Not a release", fmt.Sprintf("%s=%q: compare two generations of %s, ?from=G1&to=G2, as its timeline shows them.", name, q.Get(name), app))
+			return
+		}
+		refs[i] = store.Ref{App: app, Generation: g}
+	}
+	var objs [2][]render.Object
+	var rels [2]store.Release
+	for i, ref := range refs {
+		rel, data, err := u.cfg.Releases.Read(r.Context(), ref)
+		if err != nil {
+			u.storeFail(w, r, ref.String(), err)
+			return
+		}
+		rels[i] = rel
+		if rel.Kind == store.KindTombstone {
+			continue
+		}
+		parsed, err := render.Parse(data)
+		if err != nil {
+			u.fail(w, r, http.StatusUnprocessableEntity, "Invalid release", ref.String()+": "+err.Error())
+			return
+		}
+		objs[i] = parsed.Objects
+	}
+	changes, unchanged := render.DiffObjects(refs[0].String(), objs[0], refs[1].String(), objs[1], render.Object.Redacted)
+	count := map[string]int{}
+	for _, c := range changes {
+		count[c.Change]++
+	}
+	u.renderPage(w, r, http.StatusOK, "diff", page{Title: "Diff of " + app, Who: who(r), Permalink: r.URL.RequestURI(),
+		CLI: fmt.Sprintf("bucketops diff %s %s", refs[0], refs[1]),
+		Data: map[string]any{"App": app, "From": rels[0], "To": rels[1], "Changes": changes, "Unchanged": unchanged,
+			"Added": count[render.Added], "Removed": count[render.Removed], "Changed": count[render.Changed]}})
+}
+
+// parseTime reads a time as people type it: RFC 3339, or a UTC date and
+// time without zone, or a date (its start, UTC).
+func parseTime(s string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02 15:04", "2006-01-02"} {
+		if t, err := time.Parse(layout, strings.TrimSpace(s)); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not a time: write 2026-12-04T10:00:00Z, 2026-12-04T10:00 (UTC) or 2026-12-04", s)
+}
+
+// asOfRow is an app and what was its head at a time (nil: none yet).
+type asOfRow struct {
+	App     string
+	Release *store.Release
+}
+
+func (u *UI) asOf(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	prefix := strings.Trim(q.Get("prefix"), "/")
+	if err := store.ValidatePrefix(prefix); err != nil {
+		u.fail(w, r, http.StatusBadRequest, "Bad prefix", err.Error())
+		return
+	}
+	data := map[string]any{"Prefix": prefix, "T": q.Get("t")}
+	if q.Get("t") == "" {
+		u.renderPage(w, r, http.StatusOK, "asof", page{Title: "As of", Who: who(r), Permalink: r.URL.RequestURI(), Data: data})
+		return
+	}
+	t, err := parseTime(q.Get("t"))
+	if err != nil {
+		u.fail(w, r, http.StatusBadRequest, "Bad time", err.Error())
+		return
+	}
+	heads, err := u.cfg.Releases.List(r.Context(), prefix)
+	if err != nil {
+		u.storeFail(w, r, "the apps", err)
+		return
+	}
+	var rows []asOfRow
+	for _, h := range heads {
+		rels, err := u.histories.get(r.Context(), h.App)
+		if err != nil {
+			u.storeFail(w, r, h.App, err)
+			return
+		}
+		row := asOfRow{App: h.App}
+		if rel, ok := store.HeadAt(rels, t); ok {
+			row.Release = &rel
+		}
+		rows = append(rows, row)
+	}
+	data["Time"], data["Rows"] = t, rows
+	cli := "bucketops log APP --as-of " + t.Format(time.RFC3339) + "  # for each app"
+	u.renderPage(w, r, http.StatusOK, "asof", page{Title: "As of " + t.Format(time.RFC3339), Who: who(r), Permalink: r.URL.RequestURI(), CLI: cli, Data: data})
+}
+
+func (u *UI) activity(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	prefix := strings.Trim(q.Get("prefix"), "/")
+	if err := store.ValidatePrefix(prefix); err != nil {
+		u.fail(w, r, http.StatusBadRequest, "Bad prefix", err.Error())
+		return
+	}
+	to := u.now().UTC()
+	from := to.Add(-7 * 24 * time.Hour)
+	for name, dst := range map[string]*time.Time{"from": &from, "to": &to} {
+		if s := q.Get(name); s != "" {
+			t, err := parseTime(s)
+			if err != nil {
+				u.fail(w, r, http.StatusBadRequest, "Bad time", name+": "+err.Error())
+				return
+			}
+			*dst = t
+		}
+	}
+	if !from.Before(to) {
+		u.fail(w, r, http.StatusBadRequest, "Bad window", fmt.Sprintf("from %s is not before to %s.", from.Format(time.RFC3339), to.Format(time.RFC3339)))
+		return
+	}
+	format := q.Get("format")
+	if format != "" && format != "csv" && format != "json" {
+		u.fail(w, r, http.StatusBadRequest, "Bad format", fmt.Sprintf("format %q: use csv or json, or none for the page.", format))
+		return
+	}
+	author := strings.ToLower(strings.TrimSpace(q.Get("author")))
+	heads, err := u.cfg.Releases.List(r.Context(), prefix)
+	if err != nil {
+		u.storeFail(w, r, "the apps", err)
+		return
+	}
+	var rows []store.Release
+	truncated := false
+	for _, h := range heads {
+		rels, err := u.histories.get(r.Context(), h.App)
+		if err != nil {
+			u.storeFail(w, r, h.App, err)
+			return
+		}
+		for _, rel := range rels {
+			if rel.Time.Before(from) || !rel.Time.Before(to) || (author != "" && !strings.Contains(strings.ToLower(rel.Author), author)) {
+				continue
+			}
+			rows = append(rows, rel)
+		}
+	}
+	slices.SortFunc(rows, func(a, b store.Release) int { return b.Time.Compare(a.Time) })
+	if len(rows) > maxActivity {
+		rows, truncated = rows[:maxActivity], true
+	}
+	name := fmt.Sprintf("bucketops-activity-%s-%s", from.Format("20060102T150405Z"), to.Format("20060102T150405Z"))
+	switch format {
+	case "csv":
+		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+		w.Header().Set("Content-Disposition", `attachment; filename="`+name+`.csv"`)
+		cw := csv.NewWriter(w)
+		cw.Write([]string{"time", "app", "generation", "kind", "sequence", "author", "source", "origin", "digest", "message"})
+		for _, rel := range rows {
+			cw.Write([]string{rel.Time.UTC().Format(time.RFC3339Nano), rel.App, strconv.FormatInt(rel.Generation, 10), rel.Kind,
+				strconv.FormatUint(rel.Sequence, 10), rel.Author, rel.Source, rel.Origin, rel.Digest, rel.Message})
+		}
+		cw.Flush()
+		return
+	case "json":
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Disposition", `attachment; filename="`+name+`.json"`)
+		if rows == nil {
+			rows = []store.Release{}
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(map[string]any{"from": from, "to": to, "prefix": prefix, "author": q.Get("author"), "truncated": truncated, "releases": rows})
+		return
+	}
+	u.renderPage(w, r, http.StatusOK, "activity", page{Title: "Activity", Who: who(r), Permalink: r.URL.RequestURI(),
+		CLI: "bucketops log APP  # one app's releases; the activity page spans every app",
+		Data: map[string]any{"Rows": rows, "From": from.Format(time.RFC3339), "To": to.Format(time.RFC3339), "Prefix": prefix,
+			"Author": q.Get("author"), "Truncated": truncated, "Max": maxActivity}})
+}
