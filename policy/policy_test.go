@@ -201,7 +201,7 @@ func TestWatcherKeepsThePreviousPolicyWhenTheFileBreaks(t *testing.T) {
 	}
 	write("rules:\n  - {prefix: a, projects: [a], namespaces: [a]}\n")
 	reg := prometheus.NewRegistry()
-	w, err := policy.NewWatcher(name, slog.New(slog.DiscardHandler), reg)
+	w, err := policy.NewTenancyWatcher(name, slog.New(slog.DiscardHandler), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,12 +226,12 @@ func TestWatcherKeepsThePreviousPolicyWhenTheFileBreaks(t *testing.T) {
 	if _, ok := w.Current().RuleFor("b/x"); !ok {
 		t.Error("the new policy is not in force")
 	}
-	want := "# HELP bucketops_policy_reloads_total Reads of the policy file after it changed, by result (ok, or error: the previous policy stays in force).\n# TYPE bucketops_policy_reloads_total counter\nbucketops_policy_reloads_total{result=\"error\"} 1\nbucketops_policy_reloads_total{result=\"ok\"} 1\n"
+	want := "# HELP bucketops_policy_reloads_total Reads of a policy file after it changed, by result (ok, or error: the previous policy stays in force).\n# TYPE bucketops_policy_reloads_total counter\nbucketops_policy_reloads_total{policy=\"tenancy\",result=\"error\"} 1\nbucketops_policy_reloads_total{policy=\"tenancy\",result=\"ok\"} 1\n"
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "bucketops_policy_reloads_total"); err != nil {
 		t.Error(err)
 	}
 	os.Remove(name)
-	if _, err := policy.NewWatcher(name, slog.New(slog.DiscardHandler), prometheus.NewRegistry()); err == nil {
+	if _, err := policy.NewTenancyWatcher(name, slog.New(slog.DiscardHandler), prometheus.NewRegistry()); err == nil {
 		t.Error("a bridge started without its policy file")
 	}
 }

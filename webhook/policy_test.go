@@ -104,7 +104,7 @@ func newTenants(t *testing.T, withPolicy bool) *tenants {
 		if err := os.WriteFile(file, fmt.Appendf(nil, tenantsPolicy, tn.keyA, tn.keyB), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		w, err := policy.NewWatcher(file, slog.New(slog.DiscardHandler), reg)
+		w, err := policy.NewTenancyWatcher(file, slog.New(slog.DiscardHandler), reg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -335,14 +335,14 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 	if err != nil {
 		return err
 	}
-	var watcher *policy.Watcher
+	var watcher *policy.Watcher[*policy.Policy]
 	var pol webhook.Policies
 	var callers webhook.Callers
 	if b.cfg.policyFile != "" {
-		if watcher, err = policy.NewWatcher(b.cfg.policyFile, b.log.With("component", "policy"), reg); err != nil {
+		if watcher, err = policy.NewTenancyWatcher(b.cfg.policyFile, b.log.With("component", "policy"), reg); err != nil {
 			return usageError{err}
 		}
-		b.log.Info("tenancy policy in force", "path", b.cfg.policyFile, "rules", len(watcher.Current().Rules), "policy", watcher.Current().Digest)
+		b.log.Info("tenancy policy in force", "path", b.cfg.policyFile, "rules", watcher.Current().RuleCount(), "version", watcher.Current().Version())
 		pol, callers = watcher, deployer
 	}
 	var push *webhook.PushAuth
