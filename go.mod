@@ -22,9 +22,11 @@ require (
 	github.com/go-jose/go-jose/v4 v4.1.6
 	github.com/googleapis/gax-go/v2 v2.27.0
 	github.com/gorilla/securecookie v1.1.2
+	github.com/in-toto/attestation v1.2.0
 	github.com/moby/moby/api v1.56.1
 	github.com/moby/moby/client v0.6.2
 	github.com/prometheus/client_golang v1.25.0
+	github.com/secure-systems-lab/go-securesystemslib v0.11.1
 	github.com/spf13/cobra v1.10.2
 	github.com/testcontainers/testcontainers-go v0.45.0
 	golang.org/x/sync v0.25.0

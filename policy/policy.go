@@ -233,10 +233,12 @@ func (p *Policy) Rule(app string) (*Rule, error) {
 
 // Covers reports whether app is under the rule's prefix, by whole segments.
 func (r *Rule) Covers(app string) bool {
-	return under(app, r.Prefix)
+	return Under(app, r.Prefix)
 }
 
-func under(app, prefix string) bool {
+// Under reports whether app is under prefix by whole segments ("" covers
+// every app): how every policy file matches its rules' prefixes.
+func Under(app, prefix string) bool {
 	return prefix == "" || app == prefix || strings.HasPrefix(app, prefix+"/")
 }
 
@@ -283,7 +285,7 @@ func (p *Policy) CheckCopy(src, dst string) error {
 		}
 	}
 	for _, from := range r.PromoteFrom {
-		if under(src, strings.Trim(from, "/")) {
+		if Under(src, strings.Trim(from, "/")) {
 			return nil
 		}
 	}

@@ -29,6 +29,11 @@ type Publication struct {
 	Origin string
 	// Kind is KindRelease (the default) or KindTombstone.
 	Kind string
+	// Sign, when set, signs each attempt's release: it is called inside the
+	// publish loop, after the head was read and before the write, so the
+	// signature names the exact generation the release replaces. It
+	// returns what goes to the bucketops-signature metadata key.
+	Sign func(context.Context, Attestation) (string, error)
 	// IfGeneration, when not nil, is the strict mode: one attempt, written only
 	// if the head is that generation (0: only if the app has no head);
 	// anything else is ErrConflict.
@@ -78,6 +83,29 @@ func (s *Store) Publish(ctx context.Context, app string, p Publication) (Result,
 		return s.upload(ctx, app, cond, meta, p.Data)
 	})
 }
+
+// Attestation is what a release states about itself, handed to
+// Publication.Sign: everything its metadata records that a reader relies
+// on, and the release it replaces.
+type Attestation struct {
+	App      string
+	Digest   string
+	Sequence uint64
+	Kind     string
+	Author   string
+	Message  string
+	Source   string
+	Origin   string
+	// Previous is the head this release replaces; its Generation is 0 for
+	// an app's first release.
+	Previous Ref
+	// PreviousDigest is the replaced head's digest, empty for a first release.
+	PreviousDigest string
+}
+
+// MaxMetadataBytes is GCS's limit on an object's custom metadata, keys and
+// values together.
+const MaxMetadataBytes = 8 << 10
 
 // writeFunc writes one release under cond and returns its attributes.
 type writeFunc func(ctx context.Context, cond storage.Conditions, meta map[string]string) (*storage.ObjectAttrs, error)
@@ -177,7 +205,24 @@ func (s *Store) publish(ctx context.Context, app string, p Publication, digest s
 		if exists {
 			cond = storage.Conditions{GenerationMatch: head.Generation}
 		}
-		attrs, err := write(ctx, cond, metadata(digest, d.sequence, id, p))
+		meta := metadata(digest, d.sequence, id, p)
+		if p.Sign != nil {
+			att := Attestation{App: app, Digest: digest, Sequence: d.sequence, Kind: p.Kind, Author: p.Author, Message: p.Message, Source: p.Source, Origin: p.Origin}
+			if exists {
+				att.Previous, att.PreviousDigest = head.Ref(), head.Digest
+			} else {
+				att.Previous.App = app
+			}
+			sig, err := p.Sign(ctx, att)
+			if err != nil {
+				return Result{}, fmt.Errorf("publish %s: sign: %w", app, err)
+			}
+			meta[metaSignature] = sig
+		}
+		if n := metadataSize(meta); n > MaxMetadataBytes {
+			return Result{}, fmt.Errorf("publish %s: %w: its metadata comes to %d bytes, GCS takes at most %d; shorten --message, --source or --author", app, ErrTooLarge, n, MaxMetadataBytes)
+		}
+		attrs, err := write(ctx, cond, meta)
 		if err == nil {
 			return Result{Release: s.release(app, attrs, true), Attempts: attempt}, nil
 		}
@@ -262,6 +307,15 @@ func metadata(digest string, seq uint64, id string, p Publication) map[string]st
 	set(metaMessage, p.Message)
 	set(metaOrigin, p.Origin)
 	return m
+}
+
+// metadataSize counts custom metadata the way GCS limits it: keys and values.
+func metadataSize(m map[string]string) int {
+	n := 0
+	for k, v := range m {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // upload writes data in a single request under cond. The upload is atomic:

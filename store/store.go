@@ -84,6 +84,7 @@ const (
 	metaOrigin    = "bucketops-origin"
 	metaKind      = "bucketops-kind"
 	metaPublishID = "bucketops-publish-id"
+	metaSignature = "bucketops-signature"
 )
 
 // Release describes one generation of an app's object, from its attributes.
@@ -103,6 +104,9 @@ type Release struct {
 	// PublishID is the random id of the publish that wrote the release:
 	// how a writer recognises its own write after an error hid it.
 	PublishID string `json:"publish_id,omitempty"`
+	// Signature is the release's signed statement (a DSSE envelope, see
+	// package provenance), empty for an unsigned release.
+	Signature string `json:"-"`
 	// Current is true for the head, false for a noncurrent generation.
 	Current bool `json:"current"`
 }
@@ -483,6 +487,7 @@ func (s *Store) release(app string, attrs *storage.ObjectAttrs, current bool) Re
 		Kind:       m[metaKind],
 		Size:       attrs.Size,
 		PublishID:  m[metaPublishID],
+		Signature:  m[metaSignature],
 		Current:    current,
 	}
 	if r.Kind == "" {

@@ -138,3 +138,61 @@ func (b *Bucket) Put(t testing.TB, name string, data []byte, metadata map[string
 		t.Fatal(err)
 	}
 }
+
+// What someone with write access to the bucket can do behind bucketops'
+// back, through the GCS API: each makes a new generation or changes one,
+// as a tampering test needs.
+
+// Attrs returns the attributes of object name's generation gen (0: live).
+func (b *Bucket) Attrs(t testing.TB, name string, gen int64) *storage.ObjectAttrs {
+	t.Helper()
+	obj := b.Client.Bucket(BucketName).Object(name)
+	if gen != 0 {
+		obj = obj.Generation(gen)
+	}
+	attrs, err := obj.Attrs(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return attrs
+}
+
+// Rewrite publishes data as a new generation of name carrying the live
+// generation's metadata unchanged.
+func (b *Bucket) Rewrite(t testing.TB, name string, data []byte) {
+	t.Helper()
+	b.Put(t, name, data, b.Attrs(t, name, 0).Metadata)
+}
+
+// EditMetadata sets one metadata key of name's live generation in place
+// (its generation stays, its metageneration grows).
+func (b *Bucket) EditMetadata(t testing.TB, name, key, value string) {
+	t.Helper()
+	if _, err := b.Client.Bucket(BucketName).Object(name).Update(t.Context(), storage.ObjectAttrsToUpdate{Metadata: map[string]string{key: value}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// DeleteGeneration deletes one generation of name for good.
+func (b *Bucket) DeleteGeneration(t testing.TB, name string, gen int64) {
+	t.Helper()
+	if err := b.Client.Bucket(BucketName).Object(name).Generation(gen).Delete(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// CopyObject copies generation gen of from (0: live) over to, bytes and
+// metadata, as a new generation: an old release replayed, or one app's
+// release planted in another.
+func (b *Bucket) CopyObject(t testing.TB, from string, gen int64, to string) *storage.ObjectAttrs {
+	t.Helper()
+	src := b.Client.Bucket(BucketName).Object(from)
+	if gen != 0 {
+		src = src.Generation(gen)
+	}
+	attrs, err := b.Client.Bucket(BucketName).Object(to).CopierFrom(src).Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return attrs
+}

@@ -1,0 +1,157 @@
+// Package kmstest runs Cloud KMS in process for tests: a gRPC server built
+// from kmspb.KeyManagementServiceServer that holds Ed25519 key versions
+// and answers GetPublicKey and AsymmetricSign as Cloud KMS does (PEM
+// public keys, CRC32C integrity fields, NotFound and PermissionDenied), so
+// tests reach it through the real KMS client. Every other method is
+// Unimplemented.
+package kmstest
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"hash/crc32"
+	"net"
+	"sync"
+	"testing"
+
+	"cloud.google.com/go/kms/apiv1/kmspb"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// Server is an in-process Cloud KMS.
+type Server struct {
+	kmspb.UnimplementedKeyManagementServiceServer
+	// Addr is host:port of the gRPC listener on 127.0.0.1.
+	Addr string
+
+	mu     sync.Mutex
+	keys   map[string]ed25519.PrivateKey
+	denied map[string]bool
+	signs  int
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Start runs a server until the test ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Addr: lis.Addr().String(), keys: map[string]ed25519.PrivateKey{}, denied: map[string]bool{}}
+	g := grpc.NewServer()
+	kmspb.RegisterKeyManagementServiceServer(g, s)
+	go g.Serve(lis)
+	t.Cleanup(g.Stop)
+	return s
+}
+
+// ClientOptions reach the server with the real client, without
+// credentials.
+func (s *Server) ClientOptions() []option.ClientOption {
+	return []option.ClientOption{
+		option.WithEndpoint(s.Addr),
+		option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
+	}
+}
+
+// AddKey creates an EC_SIGN_ED25519 key version named name
+// (projects/…/cryptoKeyVersions/N) and returns its public key.
+func (s *Server) AddKey(name string) ed25519.PublicKey {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keys[name] = priv
+	return pub
+}
+
+// Deny makes every call on name fail with PermissionDenied, as Cloud KMS
+// answers a caller without a role on the key.
+func (s *Server) Deny(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.denied[name] = true
+}
+
+// Signs counts the AsymmetricSign calls answered.
+func (s *Server) Signs() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.signs
+}
+
+func (s *Server) key(name, permission string) (ed25519.PrivateKey, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.denied[name] {
+		return nil, status.Errorf(codes.PermissionDenied, "Permission '%s' denied on resource '%s' (or it may not exist).", permission, name)
+	}
+	k, ok := s.keys[name]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "CryptoKeyVersion %s not found.", name)
+	}
+	return k, nil
+}
+
+// GetPublicKey answers the key's PKIX PEM.
+func (s *Server) GetPublicKey(_ context.Context, req *kmspb.GetPublicKeyRequest) (*kmspb.PublicKey, error) {
+	k, err := s.key(req.GetName(), "cloudkms.cryptoKeyVersions.viewPublicKey")
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.MarshalPKIXPublicKey(k.Public())
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	p := string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+	return &kmspb.PublicKey{
+		Name:            req.GetName(),
+		Pem:             p,
+		PemCrc32C:       wrapperspb.Int64(int64(crc32.Checksum([]byte(p), castagnoli))),
+		Algorithm:       kmspb.CryptoKeyVersion_EC_SIGN_ED25519,
+		ProtectionLevel: kmspb.ProtectionLevel_HSM,
+	}, nil
+}
+
+// AsymmetricSign signs the request's data (Ed25519 takes data, never a
+// digest).
+func (s *Server) AsymmetricSign(_ context.Context, req *kmspb.AsymmetricSignRequest) (*kmspb.AsymmetricSignResponse, error) {
+	k, err := s.key(req.GetName(), "cloudkms.cryptoKeyVersions.useToSign")
+	if err != nil {
+		return nil, err
+	}
+	if req.GetDigest() != nil || len(req.GetData()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "EC_SIGN_ED25519 keys sign data, not a digest")
+	}
+	verified := false
+	if sum := req.GetDataCrc32C(); sum != nil {
+		if int64(crc32.Checksum(req.GetData(), castagnoli)) != sum.GetValue() {
+			return nil, status.Error(codes.InvalidArgument, "The checksum in field data_crc32c did not match the data in field data.")
+		}
+		verified = true
+	}
+	sig := ed25519.Sign(k, req.GetData())
+	s.mu.Lock()
+	s.signs++
+	s.mu.Unlock()
+	return &kmspb.AsymmetricSignResponse{
+		Name:               req.GetName(),
+		Signature:          sig,
+		SignatureCrc32C:    wrapperspb.Int64(int64(crc32.Checksum(sig, castagnoli))),
+		VerifiedDataCrc32C: verified,
+		ProtectionLevel:    kmspb.ProtectionLevel_HSM,
+	}, nil
+}

@@ -1,0 +1,166 @@
+package provenance
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	ita "github.com/in-toto/attestation/go/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/bucketops/bucketops/store"
+)
+
+// PredicateType is the type of the statement's predicate, a bucketops
+// release.
+const PredicateType = "https://bucketops.dev/release/v1"
+
+// PayloadType is the DSSE payload type of an in-toto statement.
+const PayloadType = "application/vnd.in-toto+json"
+
+// Claim is what a signed statement says about a release: the predicate,
+// with the subject's digest. Numbers are strings in the predicate (JSON
+// numbers lose precision above 2^53; generations and sequences are 64-bit).
+type Claim struct {
+	App            string
+	Digest         string
+	Sequence       uint64
+	Kind           string
+	Author         string
+	Message        string
+	Source         string
+	Origin         string
+	Previous       int64
+	PreviousDigest string
+}
+
+// claimOf is the claim a publish makes.
+func claimOf(a store.Attestation) Claim {
+	return Claim{
+		App: a.App, Digest: a.Digest, Sequence: a.Sequence, Kind: a.Kind,
+		Author: a.Author, Message: a.Message, Source: a.Source, Origin: a.Origin,
+		Previous: a.Previous.Generation, PreviousDigest: a.PreviousDigest,
+	}
+}
+
+// statement encodes the claim as an in-toto Statement v1.
+func (c Claim) statement() ([]byte, error) {
+	hexDigest, ok := strings.CutPrefix(c.Digest, "sha256:")
+	if !ok {
+		return nil, fmt.Errorf("digest %q is not sha256:<hex>", c.Digest)
+	}
+	pred, err := structpb.NewStruct(map[string]any{
+		"app":      c.App,
+		"sequence": strconv.FormatUint(c.Sequence, 10),
+		"kind":     c.Kind,
+		"author":   c.Author,
+		"message":  c.Message,
+		"source":   c.Source,
+		"origin":   c.Origin,
+		"previous": map[string]any{
+			"generation": strconv.FormatInt(c.Previous, 10),
+			"digest":     c.PreviousDigest,
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	st := &ita.Statement{
+		Type:          ita.StatementTypeUri,
+		Subject:       []*ita.ResourceDescriptor{{Name: c.App, Digest: map[string]string{"sha256": hexDigest}}},
+		PredicateType: PredicateType,
+		Predicate:     pred,
+	}
+	if err := st.Validate(); err != nil {
+		return nil, err
+	}
+	return protojson.Marshal(st)
+}
+
+// parseStatement decodes a signed payload into the claim it makes. It is
+// strict: a statement of another type, predicate or shape is refused, not
+// read partly.
+func parseStatement(payload []byte) (Claim, error) {
+	var st ita.Statement
+	if err := protojson.Unmarshal(payload, &st); err != nil {
+		return Claim{}, fmt.Errorf("not an in-toto statement: %w", err)
+	}
+	if err := st.Validate(); err != nil {
+		return Claim{}, fmt.Errorf("not a valid in-toto statement: %w", err)
+	}
+	if st.GetType() != ita.StatementTypeUri {
+		return Claim{}, fmt.Errorf("statement type %q, want %s", st.GetType(), ita.StatementTypeUri)
+	}
+	if st.GetPredicateType() != PredicateType {
+		return Claim{}, fmt.Errorf("predicate type %q, want %s", st.GetPredicateType(), PredicateType)
+	}
+	if len(st.GetSubject()) != 1 {
+		return Claim{}, fmt.Errorf("%d subjects, want one: the app", len(st.GetSubject()))
+	}
+	subj := st.GetSubject()[0]
+	sum := subj.GetDigest()["sha256"]
+	if b, err := hex.DecodeString(sum); err != nil || len(b) != 32 {
+		return Claim{}, errors.New("the subject has no sha256 digest")
+	}
+	p := st.GetPredicate().GetFields()
+	str := func(k string) string { return p[k].GetStringValue() }
+	c := Claim{
+		App: str("app"), Digest: "sha256:" + sum, Kind: str("kind"), Author: str("author"),
+		Message: str("message"), Source: str("source"), Origin: str("origin"),
+	}
+	if c.App != subj.GetName() {
+		return Claim{}, fmt.Errorf("the subject names %q and the predicate %q", subj.GetName(), c.App)
+	}
+	var err error
+	if c.Sequence, err = strconv.ParseUint(str("sequence"), 10, 64); err != nil {
+		return Claim{}, fmt.Errorf("predicate sequence: %w", err)
+	}
+	prev := p["previous"].GetStructValue().GetFields()
+	if c.Previous, err = strconv.ParseInt(prev["generation"].GetStringValue(), 10, 64); err != nil || c.Previous < 0 {
+		return Claim{}, fmt.Errorf("predicate previous.generation %q is not a generation", prev["generation"].GetStringValue())
+	}
+	c.PreviousDigest = prev["digest"].GetStringValue()
+	return c, nil
+}
+
+// mismatch names the first field the release's metadata shows otherwise
+// than the claim signed, or "".
+func (c Claim) mismatch(r store.Release) string {
+	type field struct {
+		name          string
+		signed, shown string
+	}
+	for _, f := range []field{
+		{"digest", c.Digest, r.Digest},
+		{"sequence", strconv.FormatUint(c.Sequence, 10), strconv.FormatUint(r.Sequence, 10)},
+		{"kind", c.Kind, r.Kind},
+		{"author", c.Author, r.Author},
+		{"message", c.Message, r.Message},
+		{"source", c.Source, r.Source},
+		{"origin", c.Origin, r.Origin},
+	} {
+		if f.signed != f.shown {
+			return fmt.Sprintf("its metadata shows %s %q, the signed statement %q", f.name, trim(f.shown), trim(f.signed))
+		}
+	}
+	return ""
+}
+
+func trim(s string) string {
+	if len(s) > 60 {
+		return s[:57] + "..."
+	}
+	return s
+}
+
+// MaxSignedText is what a signed release's author, message and source may
+// hold in all: the statement repeats them (base64, a third larger) next to
+// the metadata keys, and GCS takes 8 KiB of custom metadata per object.
+// Measured: the rest of a signed copy's metadata (digest, kind, sequence,
+// origin, publish id, key names, the envelope's fixed parts, signature and
+// key id) comes to 1.1 KiB, and each byte of text costs 2.4; 2.9 KiB of
+// text would fill the 8 KiB, 2.5 KiB keeps a margin for long app names.
+const MaxSignedText = 2560
