@@ -47,12 +47,21 @@ func GenerateKey() (private, public []byte, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	pkix, err := x509.MarshalPKIXPublicKey(pub)
+	public, err = MarshalPublicKey(pub)
 	if err != nil {
 		return nil, nil, err
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: p8}),
-		pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pkix}), nil
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: p8}), public, nil
+}
+
+// MarshalPublicKey encodes pub as PKIX PEM, the form trust policies and
+// verify --key take.
+func MarshalPublicKey(pub ed25519.PublicKey) ([]byte, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), nil
 }
 
 // keySigner signs with an Ed25519 private key in memory.

@@ -50,7 +50,7 @@ func (k *KMS) get(ctx context.Context) (*kms.KeyManagementClient, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.client == nil {
-		c, err := kms.NewKeyManagementClient(ctx, k.Options...)
+		c, err := kms.NewKeyManagementClient(context.WithoutCancel(ctx), k.Options...)
 		if err != nil {
 			return nil, fmt.Errorf("Cloud KMS: %w", err)
 		}

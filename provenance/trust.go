@@ -161,3 +161,9 @@ func sortedKeys(m map[string]string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TrustParser returns a parser for a policy.Watcher: it reads a trust
+// policy file, fetching Cloud KMS public keys through k.
+func TrustParser(ctx context.Context, k *KMS) func([]byte) (*TrustPolicy, error) {
+	return func(data []byte) (*TrustPolicy, error) { return ParseTrustPolicy(ctx, data, k) }
+}

@@ -1,6 +1,7 @@
 package provenance
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
@@ -252,7 +253,7 @@ func (k Keys) VerifyRef(ctx context.Context, s *store.Store, ref store.Ref) (Fin
 
 // readBytes reads the release's bytes and compares them with the claim.
 func (f *Finding) readBytes(ctx context.Context, s *store.Store, rel store.Release) error {
-	_, data, err := s.Read(ctx, rel.Ref())
+	data, err := s.Bytes(ctx, rel)
 	if errors.Is(err, store.ErrCorrupt) {
 		// The metadata's digest is the signed one (open checked), so the
 		// bytes are not what was signed.
@@ -271,7 +272,7 @@ type ChainOptions struct {
 	// SkipBytes checks signatures and links from one listing, without
 	// reading and hashing every release's bytes.
 	SkipBytes bool
-	// Parallel reads at once (default 8).
+	// Parallel reads at once (default 16).
 	Parallel int
 }
 
@@ -290,10 +291,7 @@ func (k Keys) VerifyChain(ctx context.Context, s *store.Store, app string, opts 
 	}
 	if !opts.SkipBytes {
 		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(max(opts.Parallel, 1))
-		if opts.Parallel == 0 {
-			g.SetLimit(8)
-		}
+		g.SetLimit(cmp.Or(opts.Parallel, 16))
 		for i, r := range hist {
 			if !findings[i].OK() {
 				continue

@@ -266,23 +266,34 @@ func (s *Store) Read(ctx context.Context, ref Ref) (Release, []byte, error) {
 	if err != nil {
 		return Release{}, nil, fmt.Errorf("read %s: %w", ref, s.translate(ctx, err))
 	}
-	r, err := s.object(ref.App).Generation(attrs.Generation).NewReader(ctx)
+	rel := s.release(ref.App, attrs, attrs.Deleted.IsZero())
+	data, err := s.Bytes(ctx, rel)
 	if err != nil {
-		return Release{}, nil, fmt.Errorf("read %s: %w", ref, s.translate(ctx, err))
+		return rel, nil, err
+	}
+	return rel, data, nil
+}
+
+// Bytes reads the bytes of rel, a release whose attributes the caller
+// already holds (Head, Stat, History), and checks them against its digest:
+// one request.
+func (s *Store) Bytes(ctx context.Context, rel Release) ([]byte, error) {
+	r, err := s.object(rel.App).Generation(rel.Generation).NewReader(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", rel.Ref(), s.translate(ctx, err))
 	}
 	defer r.Close()
 	data, err := io.ReadAll(io.LimitReader(r, MaxReleaseBytes+1))
 	if err != nil {
-		return Release{}, nil, fmt.Errorf("read %s: %w", ref, s.translate(ctx, err))
+		return nil, fmt.Errorf("read %s: %w", rel.Ref(), s.translate(ctx, err))
 	}
 	if len(data) > MaxReleaseBytes {
-		return Release{}, nil, fmt.Errorf("read %s: %w: the object is larger than %d bytes, no release is", ref, ErrCorrupt, MaxReleaseBytes)
+		return nil, fmt.Errorf("read %s: %w: the object is larger than %d bytes, no release is", rel.Ref(), ErrCorrupt, MaxReleaseBytes)
 	}
-	rel := s.release(ref.App, attrs, attrs.Deleted.IsZero())
 	if got := Digest(data); got != rel.Digest {
-		return rel, nil, fmt.Errorf("read %s: %w: the object holds %s but its %s says %q; it was written behind bucketops' back, publish it again", rel.Ref(), ErrCorrupt, got, metaDigest, rel.Digest)
+		return nil, fmt.Errorf("read %s: %w: the object holds %s but its %s says %q; it was written behind bucketops' back, publish it again", rel.Ref(), ErrCorrupt, got, metaDigest, rel.Digest)
 	}
-	return rel, data, nil
+	return data, nil
 }
 
 // HistoryOptions pages through an app's history, newest first.

@@ -94,9 +94,12 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, ref store.Re
 func classify(ref store.Ref, err error) (int, string) {
 	var decryptErr *render.DecryptError
 	var violation *policy.Violation
+	var untrusted *UntrustedError
 	switch {
 	case errors.As(err, &violation):
 		return http.StatusForbidden, "policy_" + violation.Reason
+	case errors.As(err, &untrusted):
+		return http.StatusForbidden, "untrusted_release"
 	case errors.Is(err, errBusy):
 		return http.StatusServiceUnavailable, "render_busy"
 	case errors.Is(err, store.ErrInvalidApp):

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bucketops/bucketops/deploy"
 	"github.com/bucketops/bucketops/policy"
+	"github.com/bucketops/bucketops/provenance"
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/store"
 )
@@ -143,6 +144,9 @@ func (s *Server) render(ctx context.Context, ref store.Ref, size int64, check ad
 	if err != nil {
 		return rendered{}, err
 	}
+	if err := s.verify(ctx, check, rel); err != nil {
+		return rendered{}, err
+	}
 	if err := check.copied(rel); err != nil {
 		return rendered{}, err
 	}
@@ -166,11 +170,15 @@ func (s *Server) render(ctx context.Context, ref store.Ref, size int64, check ad
 // errBusy: the bridge's render memory stayed taken for the whole request.
 var errBusy = errors.New("busy")
 
-// admission is what the tenancy policy lets one request have.
+// admission is what the tenancy policy lets one request have, and what
+// the trust policy requires of the release.
 type admission struct {
 	app    string
 	policy *policy.Policy
 	rule   *policy.Rule // nil without a policy
+	trust  *provenance.TrustPolicy
+	// trustRule is nil without a trust policy.
+	trustRule *provenance.TrustRule
 	// destination is where objects without a namespace land.
 	destination string
 }
@@ -178,15 +186,25 @@ type admission struct {
 // admission resolves the policy rule for app and the Application asking,
 // and checks its project. Without a policy everything is admitted.
 func (s *Server) admission(r *http.Request, app string) (admission, error) {
+	a := admission{app: app}
+	if s.trust != nil {
+		a.trust = s.trust.Current()
+		rule, ok := a.trust.RuleFor(app)
+		if !ok {
+			return admission{}, &UntrustedError{Finding: provenance.Finding{App: app, Problem: noTrustRule,
+				Detail: "no rule of the trust policy covers this app; add one (require: off leaves it unverified)"}}
+		}
+		a.trustRule = rule
+	}
 	if s.policy == nil {
-		return admission{app: app}, nil
+		return a, nil
 	}
 	pol := s.policy.Current()
 	rule, err := pol.Rule(app)
 	if err != nil {
 		return admission{}, err
 	}
-	a := admission{app: app, policy: pol, rule: rule, destination: r.Header.Get(HeaderDestination)}
+	a.policy, a.rule, a.destination = pol, rule, r.Header.Get(HeaderDestination)
 	project := r.Header.Get(HeaderProject)
 	// Argo CD v2 doesn't give plugins the project: the Application's
 	// instance name, which Argo CD does give, finds it, and what Argo CD
@@ -210,12 +228,60 @@ func (s *Server) admission(r *http.Request, app string) (admission, error) {
 	return a, nil
 }
 
-// cacheKey tells renders made under different rules apart.
+// cacheKey tells renders made under different rules apart: a release
+// served under one trust rule is verified again under another.
 func (a admission) cacheKey() string {
-	if a.rule == nil {
-		return ""
+	key := ""
+	if a.rule != nil {
+		key += "|" + a.policy.Digest + "|" + a.rule.Prefix
 	}
-	return "|" + a.policy.Digest + "|" + a.rule.Prefix
+	if a.trustRule != nil {
+		key += "|" + a.trust.Digest + "|" + a.trustRule.Prefix
+	}
+	return key
+}
+
+// UntrustedError refuses a release that doesn't verify under require:
+// signed.
+type UntrustedError struct {
+	Finding provenance.Finding
+	// Prefix is the trust rule's.
+	Prefix string
+}
+
+func (e *UntrustedError) Error() string {
+	if e.Finding.Problem == noTrustRule {
+		return e.Finding.Detail
+	}
+	return fmt.Sprintf("%s: %s (the trust policy requires signed releases under %q; Argo CD keeps what it last deployed)", e.Finding.Problem, e.Finding.Detail, e.Prefix)
+}
+
+// noTrustRule is the problem of an app the trust policy doesn't cover.
+const noTrustRule = "no_trust_rule"
+
+// verify checks rel, whose bytes Read matched to its digest, against the
+// keys of its trust rule, before anything is decrypted: under signed a
+// release that doesn't verify is refused, under warn it is served with a
+// warning, and both are counted.
+func (s *Server) verify(ctx context.Context, check admission, rel store.Release) error {
+	rule := check.trustRule
+	if rule == nil || rule.Require == provenance.RequireOff {
+		return nil
+	}
+	f, err := rule.Keys().Verify(ctx, s.releases, rel)
+	if err != nil {
+		return err
+	}
+	if f.OK() {
+		return nil
+	}
+	if rule.Require == provenance.RequireWarn {
+		s.metrics.untrusted.WithLabelValues(f.Problem, "served").Inc()
+		s.log.Warn("serving a release that does not verify (trust rule require: warn)", "app", rel.App, "generation", rel.Generation, "problem", f.Problem, "detail", f.Detail, "rule", rule.Prefix)
+		return nil
+	}
+	s.metrics.untrusted.WithLabelValues(f.Problem, "refused").Inc()
+	return &UntrustedError{Finding: f, Prefix: rule.Prefix}
 }
 
 // release checks a rendered release against what depends on the

@@ -29,6 +29,7 @@ import (
 
 	"github.com/bucketops/bucketops/deploy"
 	"github.com/bucketops/bucketops/policy"
+	"github.com/bucketops/bucketops/provenance"
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/store"
 )
@@ -53,6 +54,12 @@ type Policies interface {
 	Current() *policy.Policy
 }
 
+// Trusts hands out the trust policy in force (a policy.Watcher of
+// provenance.TrustPolicy).
+type Trusts interface {
+	Current() *provenance.TrustPolicy
+}
+
 // Callers resolves the Argo CD Application a manifest request is made for
 // (deploy.Deployer).
 type Callers interface {
@@ -75,6 +82,10 @@ type Config struct {
 	// against; Callers then resolves the Application asking.
 	Policy  Policies
 	Callers Callers
+	// Trust, when not nil, is the trust policy: each release is verified
+	// against the keys its rule names before it is rendered, and refused
+	// under require: signed when it doesn't verify.
+	Trust Trusts
 	// RequestTimeout bounds each request, outbound calls included.
 	RequestTimeout time.Duration
 	// ReadyInterval is how long one bucket check answers /readyz (default
@@ -150,6 +161,7 @@ type Server struct {
 	renderBudget int64
 	policy       Policies
 	callers      Callers
+	trust        Trusts
 	git          http.Handler
 	ui           http.Handler
 	ready        readiness
@@ -184,6 +196,7 @@ func New(cfg Config) (*Server, error) {
 		push:     cfg.Push,
 		policy:   cfg.Policy,
 		callers:  cfg.Callers,
+		trust:    cfg.Trust,
 		git:      cfg.Git,
 		ui:       cfg.UI,
 		ready:    readiness{interval: cfg.ReadyInterval},

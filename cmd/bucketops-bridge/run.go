@@ -28,6 +28,7 @@ import (
 	"github.com/bucketops/bucketops/emulator"
 	"github.com/bucketops/bucketops/gitview"
 	"github.com/bucketops/bucketops/policy"
+	"github.com/bucketops/bucketops/provenance"
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/store"
 	"github.com/bucketops/bucketops/ui"
@@ -47,6 +48,7 @@ type config struct {
 	// renderMemory bounds what cold renders hold at once.
 	renderMemory int64
 	policyFile   string
+	trustFile    string
 	uiOff        bool
 	iapAudience  string
 
@@ -147,6 +149,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Int64Var(&c.renderMemory, "render-memory", -1, "memory cold renders may hold at once, each counted as 40x its release's size; default half the memory limit, else 1 GiB; 0: no bound")
 	fs.BoolVar(&c.uiOff, "no-ui", false, "don't serve the auditors' pages at /ui/")
 	fs.StringVar(&c.iapAudience, "ui-iap-audience", "", "trust Google Cloud IAP's signed header for /ui/ with this audience (/projects/NUMBER/global/backendServices/ID)")
+	fs.StringVar(&c.trustFile, "trust-policy", "", "trust policy file (YAML): per app prefix, the keys allowed to sign releases and require: signed, warn or off; read again when it changes (docs/signing.md)")
 	fs.StringVar(&c.policyFile, "policy", "", "tenancy policy file (YAML): per app prefix, the decryption keys, Argo CD projects, namespaces and kinds allowed; read again when it changes (docs/tenancy.md)")
 	fs.StringVar(&c.subscription, "subscription", "", "projects/P/subscriptions/S: a Pub/Sub pull subscription on the bucket's notification topic")
 	fs.DurationVar(&c.pollInterval, "poll-interval", time.Minute, "list the bucket's heads this often to catch lost notifications; 0 turns polling off")
@@ -345,6 +348,15 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 		b.log.Info("tenancy policy in force", "path", b.cfg.policyFile, "rules", watcher.Current().RuleCount(), "version", watcher.Current().Version())
 		pol, callers = watcher, deployer
 	}
+	var trust *policy.Watcher[*provenance.TrustPolicy]
+	if b.cfg.trustFile != "" {
+		k := &provenance.KMS{}
+		defer k.Close()
+		if trust, err = policy.NewWatcher("trust", b.cfg.trustFile, provenance.TrustParser(ctx, k), b.log.With("component", "trust"), reg); err != nil {
+			return usageError{err}
+		}
+		b.log.Info("trust policy in force", "path", b.cfg.trustFile, "rules", trust.Current().RuleCount(), "version", trust.Current().Version())
+	}
 	var push *webhook.PushAuth
 	if b.cfg.pushAudience != "" {
 		push = &webhook.PushAuth{Audience: b.cfg.pushAudience, ServiceAccount: b.cfg.pushAccount, Keys: webhook.GoogleKeys()}
@@ -383,6 +395,7 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 		Policy:       pol,
 		Callers:      callers,
 		Deploys:      deployer,
+		Trust:        trusts(trust),
 		Location:     st.Location(),
 		Push:         push,
 		Git:          view.Handler(),
@@ -402,6 +415,9 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 	wg.Go(func() { deployer.Run(bg) })
 	if watcher != nil {
 		wg.Go(func() { watcher.Run(bg, policyInterval) })
+	}
+	if trust != nil {
+		wg.Go(func() { trust.Run(bg, policyInterval) })
 	}
 	if sub != nil {
 		b.log.Info("pulling bucket notifications", "subscription", sub.String())
@@ -510,4 +526,12 @@ func seed(ctx context.Context, st *store.Store, dir string, log *slog.Logger) er
 		}
 	}
 	return nil
+}
+
+// trusts keeps a nil watcher a nil interface: no trust policy.
+func trusts(w *policy.Watcher[*provenance.TrustPolicy]) webhook.Trusts {
+	if w == nil {
+		return nil
+	}
+	return w
 }

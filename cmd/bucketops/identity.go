@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bucketops/bucketops/provenance"
 	"github.com/bucketops/bucketops/store"
 )
 
@@ -71,6 +72,7 @@ type publishFlags struct {
 	message      string
 	ifGeneration int64
 	policyFile   string
+	signKey      string
 }
 
 func (f *publishFlags) register(cmd *cobra.Command, withSource bool) {
@@ -82,6 +84,7 @@ func (f *publishFlags) register(cmd *cobra.Command, withSource bool) {
 	fs.StringVar(&f.author, "author", "", "who publishes (default: the CI identity from the CI variables, else user@host)")
 	fs.StringVarP(&f.message, "message", "m", "", "free text recorded with the release")
 	fs.Int64Var(&f.ifGeneration, "if-generation", -1, "strict mode: write only if the head is this generation (0: only if the app has no release); one attempt, otherwise exit 3")
+	fs.StringVar(&f.signKey, "sign-key", "", "sign the release with this Ed25519 key: a PEM file (bucketops keygen) or gcpkms://projects/…/cryptoKeyVersions/N (default $BUCKETOPS_SIGNING_KEY)")
 	fs.StringVar(&f.policyFile, "policy", "", "tenancy policy file to check the release against before writing (default $BUCKETOPS_POLICY); refused: exit 2")
 }
 
@@ -105,13 +108,18 @@ func (f *publishFlags) publication(cmd *cobra.Command, e *env) store.Publication
 	return p
 }
 
-func (f *publishFlags) validate() error {
+func (f *publishFlags) validate(e *env) error {
 	if f.ifGeneration < -1 {
 		return usagef("--if-generation %d: a generation is 0 (no release yet) or positive", f.ifGeneration)
 	}
-	// GCS caps an object's custom metadata at 8 KiB in all.
-	if n := len(f.message) + len(f.source) + len(f.author); n > 6<<10 {
-		return usagef("--message, --source and --author add up to %d bytes, the limit is %d: keep long notes in the source they link to", n, 6<<10)
+	// GCS caps an object's custom metadata at 8 KiB in all; a signed
+	// release's statement repeats these.
+	limit, signed := 6<<10, ""
+	if f.signingKey(e) != "" {
+		limit, signed = provenance.MaxSignedText, " for a signed release"
+	}
+	if n := len(f.message) + len(f.source) + len(f.author); n > limit {
+		return usagef("--message, --source and --author add up to %d bytes, the limit%s is %d: keep long notes in the source they link to", n, signed, limit)
 	}
 	return nil
 }

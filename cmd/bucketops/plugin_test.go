@@ -29,16 +29,24 @@ func startAPI(t *testing.T) *store.Store {
 
 func startAPIOn(t *testing.T) (*store.Store, *storetest.Bucket) {
 	t.Helper()
+	return startAPIWith(t, func(*webhook.Config) {})
+}
+
+// startAPIWith is startAPIOn with the bridge's configuration amended.
+func startAPIWith(t *testing.T, amend func(*webhook.Config)) (*store.Store, *storetest.Bucket) {
+	t.Helper()
 	b := storetest.New(t, true)
 	st := b.Store(t, "")
 	dec, err := render.NewDecrypter(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := webhook.New(webhook.Config{
+	cfg := webhook.Config{
 		Releases: st, Renderer: dec, Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(),
 		Tokens: []webhook.Token{webhook.NewToken(webhook.RolePlugin, testPluginToken)}, CacheBytes: 1 << 20,
-	})
+	}
+	amend(&cfg)
+	srv, err := webhook.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

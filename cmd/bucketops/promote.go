@@ -68,7 +68,7 @@ unique prefix of 7 or more with a letter in it).`,
 // copyRelease copies src to dst; to, when set (rollback --to), names src's
 // generation or commit.
 func (e *env) copyRelease(cmd *cobra.Command, f *publishFlags, src store.Ref, dst, to string) error {
-	if err := f.validate(); err != nil {
+	if err := f.validate(e); err != nil {
 		return err
 	}
 	pol, err := f.policy(e)
@@ -76,6 +76,12 @@ func (e *env) copyRelease(cmd *cobra.Command, f *publishFlags, src store.Ref, ds
 		return err
 	}
 	ctx := cmd.Context()
+	p := f.publication(cmd, e)
+	closeSigner, err := f.sign(ctx, e, &p)
+	if err != nil {
+		return err
+	}
+	defer closeSigner()
 	s, closeStore, err := e.openStore(ctx)
 	if err != nil {
 		return err
@@ -89,7 +95,7 @@ func (e *env) copyRelease(cmd *cobra.Command, f *publishFlags, src store.Ref, ds
 	if err := checkCopy(ctx, pol, s, src, dst); err != nil {
 		return err
 	}
-	res, err := s.Copy(ctx, src, dst, f.publication(cmd, e))
+	res, err := s.Copy(ctx, src, dst, p)
 	if err != nil {
 		return err
 	}

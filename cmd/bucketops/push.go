@@ -34,7 +34,7 @@ failed to (exit 5), as bucketops wait does.`,
 			if err := store.ValidateApp(app); err != nil {
 				return err
 			}
-			if err := f.validate(); err != nil {
+			if err := f.validate(e); err != nil {
 				return err
 			}
 			pol, err := f.policy(e)
@@ -58,6 +58,11 @@ failed to (exit 5), as bucketops wait does.`,
 			p.Resources = rel.Resources()
 
 			ctx := cmd.Context()
+			closeSigner, err := f.sign(ctx, e, &p)
+			if err != nil {
+				return err
+			}
+			defer closeSigner()
 			s, closeStore, err := e.openStore(ctx)
 			if err != nil {
 				return err

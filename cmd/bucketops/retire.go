@@ -20,7 +20,7 @@ only release that may be empty: an empty push is an error, never a prune.`,
 			if err := store.ValidateApp(a[0]); err != nil {
 				return err
 			}
-			if err := f.validate(); err != nil {
+			if err := f.validate(e); err != nil {
 				return err
 			}
 			pol, err := f.policy(e)
@@ -31,12 +31,18 @@ only release that may be empty: an empty push is an error, never a prune.`,
 				return err
 			}
 			ctx := cmd.Context()
+			p := f.publication(cmd, e)
+			closeSigner, err := f.sign(ctx, e, &p)
+			if err != nil {
+				return err
+			}
+			defer closeSigner()
 			s, closeStore, err := e.openStore(ctx)
 			if err != nil {
 				return err
 			}
 			defer closeStore()
-			res, err := s.Retire(ctx, a[0], f.publication(cmd, e))
+			res, err := s.Retire(ctx, a[0], p)
 			if err != nil {
 				return err
 			}

@@ -26,6 +26,7 @@ const (
 	exitConflict = 3
 	exitStale    = 4
 	// exitNotDeployed (5, wait.go): the release failed, or the wait timed out.
+	// exitUnverified (6, sign.go): a release did not verify.
 )
 
 // usageError marks a command line the user has to fix.
@@ -45,6 +46,8 @@ func exitCode(err error) int {
 		errors.Is(err, render.ErrInvalid), errors.Is(err, store.ErrBucket), errors.Is(err, policy.ErrDenied),
 		errors.Is(err, store.ErrTooLarge):
 		return exitInvalid
+	case errors.Is(err, errUnverified):
+		return exitUnverified
 	case errors.Is(err, errNotDeployed):
 		return exitNotDeployed
 	case errors.Is(err, store.ErrStale):
@@ -108,7 +111,7 @@ The bucket comes from --bucket gs://BUCKET[/PREFIX] or BUCKETOPS_BUCKET.`,
 	pf.DurationVar(&e.timeout, "timeout", 2*time.Minute, "give up (exit 1) when the command, retries included, takes longer")
 	root.AddCommand(
 		newPush(e), newLog(e), newShow(e), newDiff(e), newPromote(e), newRollback(e),
-		newRetire(e), newLs(e), newVersion(e), newPlugin(e), newWait(e),
+		newRetire(e), newLs(e), newVersion(e), newPlugin(e), newWait(e), newKeygen(e), newVerify(e),
 	)
 	return root
 }
