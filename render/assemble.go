@@ -199,13 +199,14 @@ func assemble(where string, inputs []input) (*Release, error) {
 }
 
 // validate validates every document, in order, and rejects two documents
-// naming the same object.
+// naming the same object or aliases that expand to too much in all.
 func validate(docs []document) ([]Object, error) {
 	objs := make([]Object, len(docs))
 	first := make(map[string]int, len(docs))
+	var expanded int64
 	for i := range docs {
 		d := &docs[i]
-		o, err := d.object()
+		o, err := d.object(&expanded)
 		if err != nil {
 			return nil, err
 		}

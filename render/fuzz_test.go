@@ -17,6 +17,8 @@ func FuzzAssemble(f *testing.F) {
 	f.Add([]byte(configMap("prod", "a") + "---\n" + configMap("prod", "b")))
 	f.Add([]byte("--- --- {apiVersion: v1, kind: A, metadata: {name: x}}\n... # end\n"))
 	f.Add([]byte("apiVersion: v1\nkind: A\nmetadata: &m {name: x}\nspec: {<<: *m}\n---\na: &x [*x]\n"))
+	f.Add([]byte(mergeBomb(3, 4)))
+	f.Add([]byte("apiVersion: v1\nkind: A\nmetadata: &m {name: x, <<: *m}\n"))
 	f.Add([]byte("# Source: chart/a.yaml\n" + configMap("", "a") + "  s: |+\n    x\n\n"))
 	if secret, err := os.ReadFile("testdata/secret.sops.yaml"); err == nil {
 		f.Add(secret)

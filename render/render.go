@@ -39,8 +39,8 @@ type InputError struct {
 	// about the file or the whole release.
 	Document int
 	// Line is the 1-based line within File where the document starts, or of
-	// the YAML error; 0 if unknown. For a stored release it is the line within
-	// the stored stream.
+	// the YAML error or the alias at fault; 0 if unknown. For a stored
+	// release it is the line within the stored stream.
 	Line int
 	// Field is the offending field, such as "metadata.name"; empty if the
 	// error is not about one field.

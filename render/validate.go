@@ -43,8 +43,10 @@ func (d *document) fail(field, problem, hint string) *InputError {
 	return &InputError{File: d.source, Document: d.index, Line: d.start(), Field: field, Problem: problem, Hint: hint}
 }
 
-// object validates the document and returns it as an Object.
-func (d *document) object() (Object, error) {
+// object validates the document and returns it as an Object. expanded
+// counts the nodes the release's aliases add once expanded: the document's
+// are added to it.
+func (d *document) object(expanded *int64) (Object, error) {
 	root, err := decode(d.body)
 	if err != nil {
 		return Object{}, d.yamlError(err)
@@ -52,8 +54,16 @@ func (d *document) object() (Object, error) {
 	if root.Kind != yaml.MappingNode {
 		return Object{}, d.fail("", "must be a mapping (a Kubernetes object), not "+describe(root), identityHint)
 	}
-	if problem := aliasProblem(root); problem != "" {
-		return Object{}, d.fail("", problem, aliasHint)
+	// Before anything follows an alias, sops included: Render parses a
+	// release before it decrypts anything.
+	aliases := measureAliases(root)
+	if at, problem := aliases.problem(); problem != "" {
+		e := d.fail("", problem, aliasHint)
+		e.Line = d.inputLine(at.Line)
+		return Object{}, e
+	}
+	if *expanded += aliases.added; *expanded > maxReleaseAliasExpansion {
+		return Object{}, d.fail("", fmt.Sprintf("with this document, the release's aliases expand to %d more nodes, more than the limit of %d per release", *expanded, maxReleaseAliasExpansion), aliasHint)
 	}
 	if field, problem := duplicateKey(root, nil); problem != "" {
 		return Object{}, d.fail(field, problem, "YAML readers keep only one of them")
@@ -367,19 +377,22 @@ func directValue(m *yaml.Node, key string) *yaml.Node {
 // keys (<<) the way YAML-to-JSON conversion does: a key of m itself wins over
 // a merged one, and earlier merged mappings win over later ones.
 func value(m *yaml.Node, key string) *yaml.Node {
-	return lookup(m, key, map[*yaml.Node]bool{})
+	return lookup(m, key, map[*yaml.Node]int{})
 }
 
-// lookup searches each mapping at most once (seen): a mapping already
-// searched didn't hold the key then and doesn't now, so merges that name
-// the same anchors over and over cost their number of mappings, not the
-// number of paths through them.
-func lookup(m *yaml.Node, key string, seen map[*yaml.Node]bool) *yaml.Node {
+// lookup searches each mapping at most once; visits counts the times it
+// reached each one. A mapping already searched didn't hold the key then and
+// doesn't now, so merges that name the same anchors over and over cost the
+// number of merge references, not the number of paths through them (10^9
+// for nine levels of ten), and a mapping that merges itself ends the search.
+func lookup(m *yaml.Node, key string, visits map[*yaml.Node]int) *yaml.Node {
 	m = resolve(m)
-	if m == nil || m.Kind != yaml.MappingNode || seen[m] {
+	if m == nil || m.Kind != yaml.MappingNode {
 		return nil
 	}
-	seen[m] = true
+	if visits[m]++; visits[m] > 1 {
+		return nil
+	}
 	if v := directValue(m, key); v != nil {
 		return v
 	}
@@ -393,78 +406,126 @@ func lookup(m *yaml.Node, key string, seen map[*yaml.Node]bool) *yaml.Node {
 		}
 		if src.Kind == yaml.SequenceNode {
 			for _, s := range src.Content {
-				if v := lookup(s, key, seen); v != nil {
+				if v := lookup(s, key, visits); v != nil {
 					return v
 				}
 			}
 			continue
 		}
-		if v := lookup(src, key, seen); v != nil {
+		if v := lookup(src, key, visits); v != nil {
 			return v
 		}
 	}
 	return nil
 }
 
-// Limits on aliases, per document. Kubernetes manifests rarely use anchors
-// (helm template and kustomize build never write them), so these leave room
-// for hand-written ones while refusing a document that would make whoever
-// expands its aliases (Argo CD and kubectl do, converting YAML to JSON) build
-// a tree many times its size: nine levels of ten aliases are 90 aliases and
-// a billion nodes.
+// Limits on aliases. We never expand them, but Argo CD and kubectl do when
+// they convert YAML to JSON, and sops does when it reads an encrypted
+// document: nine levels of ten aliases are 90 aliases and a billion nodes.
+// Kubernetes manifests rarely use anchors (helm template and kustomize build
+// never write them; a hand-written manifest may share a block of labels or
+// resources between a few objects), so the limits leave room for that and
+// refuse a document that would be many times its size once expanded.
 const (
+	// maxAliases is the number of aliases (*name, including the ones a <<
+	// merge names) a document may use. Merge keys need no limit of their
+	// own: one that names no anchor merges a mapping written in place,
+	// which adds nothing once expanded.
 	maxAliases = 100
-	// maxAliasExpansion bounds the nodes aliases add once expanded.
+	// maxAliasExpansion bounds the nodes a document's aliases add once
+	// expanded: a hundred uses of a 100-node block.
 	maxAliasExpansion = 10_000
+	// maxReleaseAliasExpansion bounds the same over a release, which may
+	// hold thousands of documents each under the limit above: about the
+	// nodes of a release of MaxReleaseBytes that has no aliases, so that
+	// aliases can at most double what a release costs to expand.
+	maxReleaseAliasExpansion = 1_000_000
 )
 
 const aliasHint = "expand the anchors (*alias, <<: merges) in the manifest: helm template and kustomize build never write them"
 
-// aliasProblem counts the document's aliases and the nodes they add once
-// expanded, in one walk with the size of each node computed once.
-func aliasProblem(root *yaml.Node) string {
-	aliases := 0
-	own := 0
-	size := map[*yaml.Node]int64{}
-	var walk func(n *yaml.Node) int64
-	walk = func(n *yaml.Node) int64 {
-		if s, ok := size[n]; ok {
-			return s
+// aliasUse is what a document's aliases cost once expanded, measured in one
+// walk of its tree.
+type aliasUse struct {
+	aliases int
+	// added is the nodes the aliases add once expanded.
+	added int64
+	// sizes holds the expanded size of each anchored node walked, and
+	// inProgress while its own subtree is being walked.
+	sizes map[*yaml.Node]int64
+	// cycle is the first alias inside the node it names, overCount the
+	// first alias past maxAliases, overSize the alias that took added past
+	// maxAliasExpansion.
+	cycle, overCount, overSize *yaml.Node
+}
+
+const (
+	inProgress = -1
+	// sizeCap keeps sizes from overflowing: a hundred aliases can name
+	// 2^100 nodes.
+	sizeCap = 1 << 50
+)
+
+// measureAliases walks the tree under root once, in document order. An
+// alias always comes after the anchor it names, so the expanded size of
+// its target is known when the alias is reached, or the target is still
+// being walked and the alias is inside it.
+func measureAliases(root *yaml.Node) *aliasUse {
+	u := &aliasUse{}
+	u.size(root)
+	return u
+}
+
+// size returns the number of nodes of n once its aliases are expanded.
+func (u *aliasUse) size(n *yaml.Node) int64 {
+	if n.Kind == yaml.AliasNode {
+		u.aliases++
+		if u.aliases == maxAliases+1 {
+			u.overCount = n
 		}
-		size[n] = 0 // an alias can't name its own ancestor; this stops a loop if one did
-		var s int64 = 1
-		if n.Kind == yaml.AliasNode {
-			if n.Alias != nil {
-				s = walk(n.Alias)
+		s, ok := u.sizes[n.Alias]
+		if !ok || s == inProgress {
+			if u.cycle == nil {
+				u.cycle = n
 			}
-		} else {
-			for _, c := range n.Content {
-				s += walk(c)
-			}
+			return 1
 		}
-		size[n] = min(s, 1<<40)
-		return size[n]
-	}
-	var count func(n *yaml.Node)
-	count = func(n *yaml.Node) {
-		own++
-		if n.Kind == yaml.AliasNode {
-			aliases++
-			return
+		u.added = min(u.added+s-1, sizeCap)
+		if u.added > maxAliasExpansion && u.overSize == nil {
+			u.overSize = n
 		}
-		for _, c := range n.Content {
-			count(c)
+		return s
+	}
+	if n.Anchor != "" {
+		if u.sizes == nil {
+			u.sizes = map[*yaml.Node]int64{}
 		}
+		u.sizes[n] = inProgress
 	}
-	count(root)
-	if aliases == 0 {
-		return ""
+	var s int64 = 1
+	for _, c := range n.Content {
+		s = min(s+u.size(c), sizeCap)
 	}
-	if aliases > maxAliases {
-		return fmt.Sprintf("the document uses %d aliases, more than the limit of %d per document", aliases, maxAliases)
+	if n.Anchor != "" {
+		u.sizes[n] = s
 	}
-	if added := walk(root) - int64(own); added > maxAliasExpansion {
-		return fmt.Sprintf("the document's aliases expand to %d more nodes, more than the limit of %d", added, maxAliasExpansion)
+	return s
+}
+
+// problem says what is wrong with the document's aliases, and which alias
+// is at fault; nil if nothing is.
+func (u *aliasUse) problem() (*yaml.Node, string) {
+	switch {
+	case u.cycle != nil:
+		return u.cycle, fmt.Sprintf("the alias *%s is inside the node it names, so it expands without end", u.cycle.Value)
+	case u.overCount != nil:
+		return u.overCount, fmt.Sprintf("the document uses %d aliases, more than the limit of %d per document", u.aliases, maxAliases)
+	case u.overSize != nil:
+		added := strconv.FormatInt(u.added, 10)
+		if u.added >= sizeCap {
+			added = "over " + added
+		}
+		return u.overSize, fmt.Sprintf("the document's aliases expand to %s more nodes, more than the limit of %d per document", added, maxAliasExpansion)
 	}
-	return ""
+	return nil, ""
 }
