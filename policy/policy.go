@@ -128,9 +128,7 @@ type file struct {
 // rule.
 func Parse(data []byte) (*Policy, error) {
 	var f file
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
+	if err := DecodeStrict(data, &f); err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
 	if len(f.Rules) == 0 {
@@ -179,6 +177,14 @@ func Parse(data []byte) (*Policy, error) {
 	slices.SortStableFunc(f.Rules, func(a, b *Rule) int { return len(b.Prefix) - len(a.Prefix) })
 	sum := sha256.Sum256(data)
 	return &Policy{Rules: f.Rules, Digest: "sha256:" + hex.EncodeToString(sum[:])}, nil
+}
+
+// DecodeStrict decodes a policy file's YAML into v, refusing a field v
+// doesn't have: a misspelt key must not silently mean its default.
+func DecodeStrict(data []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	return dec.Decode(v)
 }
 
 // Load reads and parses the policy file at name.

@@ -141,7 +141,7 @@ func Sign(s Signer) func(context.Context, store.Attestation) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		payload, err := claimOf(a).statement()
+		payload, err := statement(a)
 		if err != nil {
 			return "", fmt.Errorf("statement: %w", err)
 		}

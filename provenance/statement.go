@@ -21,33 +21,10 @@ const PredicateType = "https://bucketops.dev/release/v1"
 // PayloadType is the DSSE payload type of an in-toto statement.
 const PayloadType = "application/vnd.in-toto+json"
 
-// Claim is what a signed statement says about a release: the predicate,
-// with the subject's digest. Numbers are strings in the predicate (JSON
-// numbers lose precision above 2^53; generations and sequences are 64-bit).
-type Claim struct {
-	App            string
-	Digest         string
-	Sequence       uint64
-	Kind           string
-	Author         string
-	Message        string
-	Source         string
-	Origin         string
-	Previous       int64
-	PreviousDigest string
-}
-
-// claimOf is the claim a publish makes.
-func claimOf(a store.Attestation) Claim {
-	return Claim{
-		App: a.App, Digest: a.Digest, Sequence: a.Sequence, Kind: a.Kind,
-		Author: a.Author, Message: a.Message, Source: a.Source, Origin: a.Origin,
-		Previous: a.Previous.Generation, PreviousDigest: a.PreviousDigest,
-	}
-}
-
-// statement encodes the claim as an in-toto Statement v1.
-func (c Claim) statement() ([]byte, error) {
+// statement encodes what a publish attests as an in-toto Statement v1.
+// Numbers are strings in the predicate: JSON numbers lose precision above
+// 2^53, and generations and sequences are 64-bit.
+func statement(c store.Attestation) ([]byte, error) {
 	hexDigest, ok := strings.CutPrefix(c.Digest, "sha256:")
 	if !ok {
 		return nil, fmt.Errorf("digest %q is not sha256:<hex>", c.Digest)
@@ -61,7 +38,7 @@ func (c Claim) statement() ([]byte, error) {
 		"source":   c.Source,
 		"origin":   c.Origin,
 		"previous": map[string]any{
-			"generation": strconv.FormatInt(c.Previous, 10),
+			"generation": strconv.FormatInt(c.Previous.Generation, 10),
 			"digest":     c.PreviousDigest,
 		},
 	})
@@ -80,55 +57,56 @@ func (c Claim) statement() ([]byte, error) {
 	return protojson.Marshal(st)
 }
 
-// parseStatement decodes a signed payload into the claim it makes. It is
+// parseStatement decodes a signed payload into what it attests. It is
 // strict: a statement of another type, predicate or shape is refused, not
 // read partly.
-func parseStatement(payload []byte) (Claim, error) {
+func parseStatement(payload []byte) (store.Attestation, error) {
 	var st ita.Statement
 	if err := protojson.Unmarshal(payload, &st); err != nil {
-		return Claim{}, fmt.Errorf("not an in-toto statement: %w", err)
+		return store.Attestation{}, fmt.Errorf("not an in-toto statement: %w", err)
 	}
 	if err := st.Validate(); err != nil {
-		return Claim{}, fmt.Errorf("not a valid in-toto statement: %w", err)
+		return store.Attestation{}, fmt.Errorf("not a valid in-toto statement: %w", err)
 	}
 	if st.GetType() != ita.StatementTypeUri {
-		return Claim{}, fmt.Errorf("statement type %q, want %s", st.GetType(), ita.StatementTypeUri)
+		return store.Attestation{}, fmt.Errorf("statement type %q, want %s", st.GetType(), ita.StatementTypeUri)
 	}
 	if st.GetPredicateType() != PredicateType {
-		return Claim{}, fmt.Errorf("predicate type %q, want %s", st.GetPredicateType(), PredicateType)
+		return store.Attestation{}, fmt.Errorf("predicate type %q, want %s", st.GetPredicateType(), PredicateType)
 	}
 	if len(st.GetSubject()) != 1 {
-		return Claim{}, fmt.Errorf("%d subjects, want one: the app", len(st.GetSubject()))
+		return store.Attestation{}, fmt.Errorf("%d subjects, want one: the app", len(st.GetSubject()))
 	}
 	subj := st.GetSubject()[0]
 	sum := subj.GetDigest()["sha256"]
 	if b, err := hex.DecodeString(sum); err != nil || len(b) != 32 {
-		return Claim{}, errors.New("the subject has no sha256 digest")
+		return store.Attestation{}, errors.New("the subject has no sha256 digest")
 	}
 	p := st.GetPredicate().GetFields()
 	str := func(k string) string { return p[k].GetStringValue() }
-	c := Claim{
+	c := store.Attestation{
 		App: str("app"), Digest: "sha256:" + sum, Kind: str("kind"), Author: str("author"),
 		Message: str("message"), Source: str("source"), Origin: str("origin"),
 	}
 	if c.App != subj.GetName() {
-		return Claim{}, fmt.Errorf("the subject names %q and the predicate %q", subj.GetName(), c.App)
+		return store.Attestation{}, fmt.Errorf("the subject names %q and the predicate %q", subj.GetName(), c.App)
 	}
 	var err error
 	if c.Sequence, err = strconv.ParseUint(str("sequence"), 10, 64); err != nil {
-		return Claim{}, fmt.Errorf("predicate sequence: %w", err)
+		return store.Attestation{}, fmt.Errorf("predicate sequence: %w", err)
 	}
 	prev := p["previous"].GetStructValue().GetFields()
-	if c.Previous, err = strconv.ParseInt(prev["generation"].GetStringValue(), 10, 64); err != nil || c.Previous < 0 {
-		return Claim{}, fmt.Errorf("predicate previous.generation %q is not a generation", prev["generation"].GetStringValue())
+	c.Previous.App = c.App
+	if c.Previous.Generation, err = strconv.ParseInt(prev["generation"].GetStringValue(), 10, 64); err != nil || c.Previous.Generation < 0 {
+		return store.Attestation{}, fmt.Errorf("predicate previous.generation %q is not a generation", prev["generation"].GetStringValue())
 	}
 	c.PreviousDigest = prev["digest"].GetStringValue()
 	return c, nil
 }
 
 // mismatch names the first field the release's metadata shows otherwise
-// than the claim signed, or "".
-func (c Claim) mismatch(r store.Release) string {
+// than c signed, or "".
+func mismatch(c store.Attestation, r store.Release) string {
 	type field struct {
 		name          string
 		signed, shown string

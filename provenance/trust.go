@@ -1,7 +1,6 @@
 package provenance
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,8 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/bucketops/bucketops/policy"
 	"github.com/bucketops/bucketops/store"
@@ -78,9 +75,7 @@ type trustFile struct {
 // reported, each naming its key or rule.
 func ParseTrustPolicy(ctx context.Context, data []byte, k *KMS) (*TrustPolicy, error) {
 	var f trustFile
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
+	if err := policy.DecodeStrict(data, &f); err != nil {
 		return nil, fmt.Errorf("trust policy: %w", err)
 	}
 	if len(f.Rules) == 0 {

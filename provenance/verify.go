@@ -78,7 +78,7 @@ type Finding struct {
 	Problem string `json:"problem,omitempty"`
 	Detail  string `json:"detail,omitempty"`
 
-	claim   Claim
+	claim   store.Attestation
 	payload []byte
 }
 
@@ -150,7 +150,7 @@ func (k Keys) open(r store.Release) Finding {
 		f.fail(WrongApp, "the statement was signed for %s, not %s: it was copied from another app", c.App, r.App)
 		return f
 	}
-	if m := c.mismatch(r); m != "" {
+	if m := mismatch(c, r); m != "" {
 		f.fail(MetadataMismatch, "%s: the metadata was edited after signing", m)
 		return f
 	}
@@ -175,28 +175,28 @@ func (f *Finding) link(prev *store.Release, named func(gen int64) (bool, error))
 	}
 	c := f.claim
 	switch {
-	case prev != nil && c.Previous == prev.Generation:
+	case prev != nil && c.Previous.Generation == prev.Generation:
 		if c.PreviousDigest != prev.Digest {
-			f.fail(DigestMismatch, "it replaced %s@%d holding %s, but that release now records %s", f.App, c.Previous, c.PreviousDigest, prev.Digest)
+			f.fail(DigestMismatch, "it replaced %s@%d holding %s, but that release now records %s", f.App, c.Previous.Generation, c.PreviousDigest, prev.Digest)
 		}
 		return nil
-	case prev == nil && c.Previous == 0:
+	case prev == nil && c.Previous.Generation == 0:
 		return nil
-	case c.Previous == 0:
+	case c.Previous.Generation == 0:
 		f.fail(Fork, "the statement says it is the app's first release, but %s@%d came before it", f.App, prev.Generation)
 		return nil
 	}
-	exists, err := named(c.Previous)
+	exists, err := named(c.Previous.Generation)
 	if err != nil {
 		return err
 	}
 	switch {
 	case !exists:
-		f.fail(Gap, "it replaced %s@%d, which is gone from the history: that release was deleted (or expired by a lifecycle rule)", f.App, c.Previous)
+		f.fail(Gap, "it replaced %s@%d, which is gone from the history: that release was deleted (or expired by a lifecycle rule)", f.App, c.Previous.Generation)
 	case prev == nil:
-		f.fail(Fork, "it replaced %s@%d, which is newer than it", f.App, c.Previous)
+		f.fail(Fork, "it replaced %s@%d, which is newer than it", f.App, c.Previous.Generation)
 	default:
-		f.fail(Fork, "it replaced %s@%d, but %s@%d came between them: the history was rewritten", f.App, c.Previous, f.App, prev.Generation)
+		f.fail(Fork, "it replaced %s@%d, but %s@%d came between them: the history was rewritten", f.App, c.Previous.Generation, f.App, prev.Generation)
 	}
 	return nil
 }
@@ -320,11 +320,11 @@ func (k Keys) VerifyChain(ctx context.Context, s *store.Store, app string, opts 
 			continue
 		}
 		seen[sum] = f.Generation
-		if other, ok := replaced[f.claim.Previous]; ok && f.claim.Previous != 0 {
-			f.fail(Fork, "it replaced %s@%d, as %s@%d did: the history forked there", app, f.claim.Previous, app, other)
+		if other, ok := replaced[f.claim.Previous.Generation]; ok && f.claim.Previous.Generation != 0 {
+			f.fail(Fork, "it replaced %s@%d, as %s@%d did: the history forked there", app, f.claim.Previous.Generation, app, other)
 			continue
 		}
-		replaced[f.claim.Previous] = f.Generation
+		replaced[f.claim.Previous.Generation] = f.Generation
 		var prev *store.Release
 		if i > 0 {
 			prev = &hist[i-1]
