@@ -306,8 +306,14 @@ func TestDeployStatusRoute(t *testing.T) {
 	if _, err := b.argo.Client(t).Get(t.Context(), &application.ApplicationQuery{Name: ptr("payments"), Refresh: &normal}); err != nil {
 		t.Fatal(err)
 	}
-	if st := state(); st.Applications[0].Compared != res.Generation {
-		t.Fatalf("compared %d, want %d: %+v", st.Applications[0].Compared, res.Generation, st)
+	// The bridge learns of the refresh through its watch of Applications,
+	// so the comparison shows up shortly after the call returns.
+	compared := time.Now().Add(10 * time.Second)
+	for st := state(); st.Applications[0].Compared != res.Generation; st = state() {
+		if time.Now().After(compared) {
+			t.Fatalf("compared %d, want %d: %+v", st.Applications[0].Compared, res.Generation, st)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	_, err = b.argo.Client(t).Sync(t.Context(), &application.ApplicationSyncRequest{Name: ptr("payments")})
 	if err != nil {
