@@ -59,7 +59,7 @@ func trusted(t *testing.T, name, pubFile string) provenance.Keys {
 
 func publish(t *testing.T, s *store.Store, signer provenance.Signer, app string, n int) store.Release {
 	t.Helper()
-	p := store.Publication{Data: manifest(app, n), Sequence: uint64(n), Author: "ci@example.com", Message: fmt.Sprintf("build %d", n), Source: fmt.Sprintf("https://git.example.com/c/%d", n), Resources: 1}
+	p := store.Publication{Data: manifest(app, n), Sequence: uint64(n), Author: "ci@example.com", Message: fmt.Sprintf("build %d", n), Source: fmt.Sprintf("https://git.example.com/c/%d", n), Resources: 1, Labels: map[string]string{"team": "x"}}
 	if signer != nil {
 		p.Sign = provenance.Sign(signer)
 	}
@@ -247,6 +247,9 @@ func TestTampering(t *testing.T) {
 		{"author edited", func(t *testing.T, b *storetest.Bucket, _ []store.Release) {
 			b.EditMetadata(t, "app/x/manifests.yaml", "bucketops-author", "mallory")
 		}, provenance.MetadataMismatch, `author "mallory"`},
+		{"labels edited to route the app elsewhere", func(t *testing.T, b *storetest.Bucket, _ []store.Release) {
+			b.EditMetadata(t, "app/x/manifests.yaml", "bucketops-labels", "cluster=attacker")
+		}, provenance.MetadataMismatch, `labels "cluster=attacker"`},
 		{"signature altered", func(t *testing.T, b *storetest.Bucket, _ []store.Release) {
 			var env dsse.Envelope
 			json.Unmarshal([]byte(b.Attrs(t, "app/x/manifests.yaml", 0).Metadata["bucketops-signature"]), &env)

@@ -29,7 +29,7 @@ func statement(c store.Attestation) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("digest %q is not sha256:<hex>", c.Digest)
 	}
-	pred, err := structpb.NewStruct(map[string]any{
+	fields := map[string]any{
 		"app":      c.App,
 		"sequence": strconv.FormatUint(c.Sequence, 10),
 		"kind":     c.Kind,
@@ -41,7 +41,17 @@ func statement(c store.Attestation) ([]byte, error) {
 			"generation": strconv.FormatInt(c.Previous.Generation, 10),
 			"digest":     c.PreviousDigest,
 		},
-	})
+	}
+	// Labels are left out when there are none, so a statement reads the
+	// same as before labels existed.
+	if len(c.Labels) > 0 {
+		labels := map[string]any{}
+		for k, v := range c.Labels {
+			labels[k] = v
+		}
+		fields["labels"] = labels
+	}
+	pred, err := structpb.NewStruct(fields)
 	if err != nil {
 		return nil, err
 	}
@@ -101,6 +111,16 @@ func parseStatement(payload []byte) (store.Attestation, error) {
 		return store.Attestation{}, fmt.Errorf("predicate previous.generation %q is not a generation", prev["generation"].GetStringValue())
 	}
 	c.PreviousDigest = prev["digest"].GetStringValue()
+	if l, ok := p["labels"]; ok {
+		fields := l.GetStructValue().GetFields()
+		if fields == nil {
+			return store.Attestation{}, errors.New("predicate labels is not an object")
+		}
+		c.Labels = make(map[string]string, len(fields))
+		for k, v := range fields {
+			c.Labels[k] = v.GetStringValue()
+		}
+	}
 	return c, nil
 }
 
@@ -119,6 +139,7 @@ func mismatch(c store.Attestation, r store.Release) string {
 		{"message", c.Message, r.Message},
 		{"source", c.Source, r.Source},
 		{"origin", c.Origin, r.Origin},
+		{"labels", store.EncodeLabels(c.Labels), store.EncodeLabels(r.Labels)},
 	} {
 		if f.signed != f.shown {
 			return fmt.Sprintf("its metadata shows %s %q, the signed statement %q", f.name, trim(f.shown), trim(f.signed))

@@ -27,6 +27,9 @@ type Publication struct {
 	Resources int
 	// Origin is app@generation for a copy (promote, rollback).
 	Origin string
+	// Labels route the app in ApplicationSet templates (ValidateLabels).
+	// A copy keeps its source's when Labels is nil.
+	Labels map[string]string
 	// Kind is KindRelease (the default) or KindTombstone.
 	Kind string
 	// Sign, when set, signs each attempt's release: it is called inside the
@@ -96,6 +99,7 @@ type Attestation struct {
 	Message  string
 	Source   string
 	Origin   string
+	Labels   map[string]string
 	// Previous is the head this release replaces; its Generation is 0 for
 	// an app's first release.
 	Previous Ref
@@ -128,7 +132,9 @@ func decide(app string, head Release, exists bool, p Publication, digest string)
 	if !exists {
 		return decision{sequence: p.Sequence}
 	}
-	same := head.Digest == digest && head.Kind == p.Kind
+	// Labels are part of a release: the same bytes with other labels are a
+	// new release, so that a label change reaches the ApplicationSets.
+	same := head.Digest == digest && head.Kind == p.Kind && EncodeLabels(head.Labels) == EncodeLabels(p.Labels)
 	seq := p.Sequence
 	switch {
 	case seq == 0 && same:
@@ -145,7 +151,7 @@ func decide(app string, head Release, exists bool, p Publication, digest string)
 	case head.Sequence > seq:
 		return decision{err: fmt.Errorf("publish %s: %w: the head %s has sequence %d, higher than %d; a newer release is already published", app, ErrStale, head.Ref(), head.Sequence, seq)}
 	case head.Sequence == seq:
-		return decision{err: fmt.Errorf("publish %s: %w: the head %s has the same sequence %d with other bytes (%s); give each release its own sequence", app, ErrConflict, head.Ref(), seq, head.Digest)}
+		return decision{err: fmt.Errorf("publish %s: %w: the head %s has the same sequence %d with other bytes or labels (%s); give each release its own sequence", app, ErrConflict, head.Ref(), seq, head.Digest)}
 	}
 	return decision{sequence: seq}
 }
@@ -156,6 +162,9 @@ func decide(app string, head Release, exists bool, p Publication, digest string)
 // release is recognised by its id, never by its bytes: another writer may
 // have published the same bytes.
 func (s *Store) publish(ctx context.Context, app string, p Publication, digest string, write writeFunc) (Result, error) {
+	if err := ValidateLabels(p.Labels); err != nil {
+		return Result{}, fmt.Errorf("publish %s: %w", app, err)
+	}
 	id, err := newPublishID()
 	if err != nil {
 		return Result{}, fmt.Errorf("publish %s: %w", app, err)
@@ -207,7 +216,7 @@ func (s *Store) publish(ctx context.Context, app string, p Publication, digest s
 		}
 		meta := metadata(digest, d.sequence, id, p)
 		if p.Sign != nil {
-			att := Attestation{App: app, Digest: digest, Sequence: d.sequence, Kind: p.Kind, Author: p.Author, Message: p.Message, Source: p.Source, Origin: p.Origin}
+			att := Attestation{App: app, Digest: digest, Sequence: d.sequence, Kind: p.Kind, Author: p.Author, Message: p.Message, Source: p.Source, Origin: p.Origin, Labels: p.Labels}
 			if exists {
 				att.Previous, att.PreviousDigest = head.Ref(), head.Digest
 			} else {
@@ -306,6 +315,7 @@ func metadata(digest string, seq uint64, id string, p Publication) map[string]st
 	set(metaAuthor, p.Author)
 	set(metaMessage, p.Message)
 	set(metaOrigin, p.Origin)
+	set(metaLabels, EncodeLabels(p.Labels))
 	return m
 }
 
@@ -379,6 +389,9 @@ func (s *Store) Copy(ctx context.Context, src Ref, dst string, p Publication) (R
 	}
 	p.Resources = rel.Resources
 	p.Origin = rel.Ref().String()
+	if p.Labels == nil {
+		p.Labels = rel.Labels
+	}
 	p.Kind = KindRelease
 	if p.Source == "" {
 		p.Source = rel.Source

@@ -85,6 +85,7 @@ const (
 	metaKind      = "bucketops-kind"
 	metaPublishID = "bucketops-publish-id"
 	metaSignature = "bucketops-signature"
+	metaLabels    = "bucketops-labels"
 )
 
 // Release describes one generation of an app's object, from its attributes.
@@ -99,8 +100,11 @@ type Release struct {
 	Digest     string    `json:"digest"`
 	Resources  int       `json:"resources"`
 	Origin     string    `json:"origin"`
-	Kind       string    `json:"kind"`
-	Size       int64     `json:"size"`
+	// Labels are set at publish time (push --label) for ApplicationSet
+	// templates to route the app.
+	Labels map[string]string `json:"labels,omitempty"`
+	Kind   string            `json:"kind"`
+	Size   int64             `json:"size"`
 	// PublishID is the random id of the publish that wrote the release:
 	// how a writer recognises its own write after an error hid it.
 	PublishID string `json:"publish_id,omitempty"`
@@ -495,6 +499,7 @@ func (s *Store) release(app string, attrs *storage.ObjectAttrs, current bool) Re
 		Message:    m[metaMessage],
 		Digest:     m[metaDigest],
 		Origin:     m[metaOrigin],
+		Labels:     ParseLabels(m[metaLabels]),
 		Kind:       m[metaKind],
 		Size:       attrs.Size,
 		PublishID:  m[metaPublishID],

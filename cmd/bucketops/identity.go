@@ -73,6 +73,7 @@ type publishFlags struct {
 	ifGeneration int64
 	policyFile   string
 	signKey      string
+	labels       map[string]string
 }
 
 func (f *publishFlags) register(cmd *cobra.Command, withSource bool) {
@@ -85,6 +86,7 @@ func (f *publishFlags) register(cmd *cobra.Command, withSource bool) {
 	fs.StringVarP(&f.message, "message", "m", "", "free text recorded with the release")
 	fs.Int64Var(&f.ifGeneration, "if-generation", -1, "strict mode: write only if the head is this generation (0: only if the app has no release); one attempt, otherwise exit 3")
 	fs.StringVar(&f.signKey, "sign-key", "", "sign the release with this Ed25519 key: a PEM file (bucketops keygen) or gcpkms://projects/…/cryptoKeyVersions/N (default $BUCKETOPS_SIGNING_KEY)")
+	fs.StringToStringVar(&f.labels, "label", nil, "label the app for ApplicationSet templates, key=value as a Kubernetes label; repeat for more (a promote or rollback keeps the source's labels unless given)")
 	fs.StringVar(&f.policyFile, "policy", "", "tenancy policy file to check the release against before writing (default $BUCKETOPS_POLICY); refused: exit 2")
 }
 
@@ -94,6 +96,12 @@ func (f *publishFlags) publication(cmd *cobra.Command, e *env) store.Publication
 		Source:   strings.TrimSpace(f.source),
 		Author:   strings.TrimSpace(f.author),
 		Message:  f.message,
+	}
+	if cmd.Flags().Changed("label") {
+		p.Labels = f.labels
+		if p.Labels == nil {
+			p.Labels = map[string]string{}
+		}
 	}
 	if p.Author == "" {
 		p.Author = ciIdentity(e.getenv)
@@ -118,8 +126,11 @@ func (f *publishFlags) validate(e *env) error {
 	if f.signingKey(e) != "" {
 		limit, signed = provenance.MaxSignedText, " for a signed release"
 	}
-	if n := len(f.message) + len(f.source) + len(f.author); n > limit {
-		return usagef("--message, --source and --author add up to %d bytes, the limit%s is %d: keep long notes in the source they link to", n, signed, limit)
+	if err := store.ValidateLabels(f.labels); err != nil {
+		return usagef("--label: %v", err)
+	}
+	if n := len(f.message) + len(f.source) + len(f.author) + len(store.EncodeLabels(f.labels)); n > limit {
+		return usagef("--message, --source, --author and --label add up to %d bytes, the limit%s is %d: keep long notes in the source they link to", n, signed, limit)
 	}
 	return nil
 }

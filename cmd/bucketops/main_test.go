@@ -366,3 +366,25 @@ func TestLogAsOf(t *testing.T) {
 		t.Errorf("a malformed time: exit %d", r.code)
 	}
 }
+
+func TestPushLabels(t *testing.T) {
+	startBucket(t)
+	dir := writeFiles(t, map[string]string{"cm.yaml": configMap("a", "1")})
+	bucketops(t, "", "push", "prod/payments", dir, "--label", "team=payments", "--label", "example.com/tier=gold").must(t)
+	shown := bucketops(t, "", "show", "prod/payments").must(t).stdout
+	if !strings.Contains(shown, "labels:     example.com/tier=gold,team=payments") {
+		t.Errorf("show doesn't list the labels:\n%s", shown)
+	}
+	rel := decode[map[string]any](t, bucketops(t, "", "show", "prod/payments", "-o", "json").must(t).stdout)
+	if fmt.Sprint(rel["labels"]) != "map[example.com/tier:gold team:payments]" {
+		t.Errorf("show -o json labels: %v", rel["labels"])
+	}
+
+	r := bucketops(t, "", "push", "prod/payments", dir, "--label", "team=pay ments")
+	if r.code != 2 || !strings.Contains(r.stderr, `--label: invalid label team="pay ments"`) {
+		t.Errorf("invalid label: exit %d, stderr %q; want exit 2 naming the label", r.code, r.stderr)
+	}
+	if n := len(decode[[]map[string]any](t, bucketops(t, "", "log", "prod/payments", "-o", "json").must(t).stdout)); n != 1 {
+		t.Errorf("%d releases after a refused push, want 1", n)
+	}
+}
