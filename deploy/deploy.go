@@ -86,6 +86,9 @@ type Config struct {
 	Registry               prometheus.Registerer
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
+	// Observe, when set, hears of every accepted event's app (the appset
+	// refresher); it must not block.
+	Observe func(app string)
 }
 
 // Deployer refreshes and syncs Argo CD Applications as releases land.
@@ -215,6 +218,9 @@ func (d *Deployer) Notify(ev Event) bool {
 	if !st.queued && !st.busy {
 		st.queued = true
 		d.after(d.cfg.Coalesce, ev.App)
+	}
+	if d.cfg.Observe != nil {
+		d.cfg.Observe(ev.App)
 	}
 	return true
 }

@@ -21,6 +21,9 @@ const (
 	RolePlugin Role = "plugin"
 	// RoleReader may read everything but manifests: apps, history, status.
 	RoleReader Role = "reader"
+	// RoleGenerator may list the apps for Argo CD's ApplicationSet plugin
+	// generator (the appset package), and nothing else.
+	RoleGenerator Role = "generator"
 )
 
 // minTokenBytes keeps guessable tokens out.
@@ -35,8 +38,8 @@ type Token struct {
 // LoadToken reads a token from a file: its content, trimmed of surrounding
 // whitespace, is the bearer token.
 func LoadToken(role Role, path string) (Token, error) {
-	if role != RolePlugin && role != RoleReader {
-		return Token{}, fmt.Errorf("token file %s: unknown role %q, use plugin or reader", path, role)
+	if role != RolePlugin && role != RoleReader && role != RoleGenerator {
+		return Token{}, fmt.Errorf("token file %s: unknown role %q, use plugin, reader or generator", path, role)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {

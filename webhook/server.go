@@ -109,6 +109,10 @@ type Config struct {
 	// UI serves the auditors' pages under /ui/ (the ui package), which
 	// authenticate on their own; nil turns them off.
 	UI http.Handler
+	// Generator answers Argo CD's ApplicationSet plugin generator at
+	// /api/v1/getparams.execute (the appset package), behind the
+	// generator token; nil turns it off.
+	Generator http.Handler
 }
 
 // Validate reports every missing dependency.
@@ -164,6 +168,7 @@ type Server struct {
 	trust        Trusts
 	git          http.Handler
 	ui           http.Handler
+	generator    http.Handler
 	ready        readiness
 	timeout      time.Duration
 	deploys      *deploy.Deployer
@@ -183,23 +188,24 @@ func New(cfg Config) (*Server, error) {
 		cfg.ReadyInterval = 5 * time.Second
 	}
 	srv := &Server{
-		releases: cfg.Releases,
-		renderer: cfg.Renderer,
-		tokens:   cfg.Tokens,
-		log:      cfg.Logger,
-		registry: cfg.Registry,
-		metrics:  newMetrics(cfg.Registry),
-		cache:    newCache(cfg.CacheBytes),
-		timeout:  cfg.RequestTimeout,
-		deploys:  cfg.Deploys,
-		location: cfg.Location,
-		push:     cfg.Push,
-		policy:   cfg.Policy,
-		callers:  cfg.Callers,
-		trust:    cfg.Trust,
-		git:      cfg.Git,
-		ui:       cfg.UI,
-		ready:    readiness{interval: cfg.ReadyInterval},
+		releases:  cfg.Releases,
+		renderer:  cfg.Renderer,
+		tokens:    cfg.Tokens,
+		log:       cfg.Logger,
+		registry:  cfg.Registry,
+		metrics:   newMetrics(cfg.Registry),
+		cache:     newCache(cfg.CacheBytes),
+		timeout:   cfg.RequestTimeout,
+		deploys:   cfg.Deploys,
+		location:  cfg.Location,
+		push:      cfg.Push,
+		policy:    cfg.Policy,
+		callers:   cfg.Callers,
+		trust:     cfg.Trust,
+		git:       cfg.Git,
+		ui:        cfg.UI,
+		generator: cfg.Generator,
+		ready:     readiness{interval: cfg.ReadyInterval},
 	}
 	if cfg.RenderMemory > 0 {
 		srv.renderMemory = semaphore.NewWeighted(cfg.RenderMemory)
@@ -240,6 +246,9 @@ func (s *Server) Routes() http.Handler {
 	r.Get("/v1/apps/*", s.appRoute)
 	if s.git != nil {
 		r.Handle("/git/*", s.requireBasic(RoleReader)(http.StripPrefix("/git", s.git)))
+	}
+	if s.generator != nil {
+		r.With(s.require(RoleGenerator)).Post("/api/v1/getparams.execute", s.generator.ServeHTTP)
 	}
 	if s.ui != nil {
 		r.Handle("/ui", s.ui)

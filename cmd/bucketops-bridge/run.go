@@ -62,6 +62,11 @@ type config struct {
 	sync, prune   bool
 	argocdWorkers int
 	localPubsub   bool
+
+	// ApplicationSets.
+	generatorGitURL string
+	appsetConfigMap string
+	kubeconfig      string
 }
 
 // tokenFile is one --token-file ROLE=PATH.
@@ -136,7 +141,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.dataDir, "data", "", "local mode: keep the bucket, history included, in this directory across restarts")
 	fs.StringVar(&c.seedDir, "seed", "", "local mode: publish every app directory under this one at start (examples/)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.Func("token-file", "ROLE=PATH: a bearer token for role plugin (manifests) or reader (everything else), read from PATH; repeatable", func(v string) error {
+	fs.Func("token-file", "ROLE=PATH: a bearer token for role plugin (manifests), reader (everything else) or generator (the ApplicationSet generator), read from PATH; repeatable", func(v string) error {
 		role, path, ok := strings.Cut(v, "=")
 		if !ok || path == "" {
 			return fmt.Errorf("want ROLE=PATH, e.g. plugin=/var/run/bucketops/tokens/plugin")
@@ -164,6 +169,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.sync, "sync", false, "after the refresh, sync Applications that are out of sync and have no automated sync policy")
 	fs.BoolVar(&c.prune, "sync-prune", false, "prune in the syncs --sync starts")
 	fs.IntVar(&c.argocdWorkers, "argocd-workers", 4, "concurrent Argo CD refreshes")
+	fs.StringVar(&c.generatorGitURL, "generator-git-url", "", "base of the repoURL the ApplicationSet generator gives each app (URL/APP.git); default the scheme and host it was called at, + /git")
+	fs.StringVar(&c.appsetConfigMap, "applicationset-configmap", "bucketops-generator", "refresh the ApplicationSets in --argocd-namespace whose plugin generator names this ConfigMap when an app appears, is retired or changes labels; empty: don't")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig for the ApplicationSet refresher's Kubernetes API calls; default the pod's service account when in a cluster")
 	fs.BoolVar(&c.localPubsub, "local-pubsub", true, "local mode: run an in-process Pub/Sub fed by the bucket's notifications; false leaves new releases to polling")
 	if err := fs.Parse(args); err != nil {
 		return c, usageError{err}
@@ -314,7 +322,7 @@ func (b *bridge) localToken() (string, func(), error) {
 		cleanup()
 		return "", nil, err
 	}
-	for _, role := range []webhook.Role{webhook.RolePlugin, webhook.RoleReader} {
+	for _, role := range []webhook.Role{webhook.RolePlugin, webhook.RoleReader, webhook.RoleGenerator} {
 		b.tokens = append(b.tokens, webhook.NewToken(role, hex.EncodeToString(secret)))
 	}
 	return tokenFile, cleanup, nil
@@ -327,12 +335,19 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 	if err != nil {
 		return err
 	}
+	generator, refresher, err := b.fleet(st, reg)
+	if err != nil {
+		return err
+	}
 	dcfg := deploy.Config{
 		Releases: st, Revisions: view, Namespace: b.cfg.argocdNS, Sync: b.cfg.sync, Prune: b.cfg.prune,
 		Workers: b.cfg.argocdWorkers, Logger: b.log.With("component", "deploy"), Registry: reg,
 	}
 	if b.cfg.argocd.Server != "" {
 		dcfg.Connect = b.cfg.argocd.Connect
+	}
+	if refresher != nil {
+		dcfg.Observe = refresher.Observe
 	}
 	deployer, err := deploy.New(dcfg)
 	if err != nil {
@@ -384,7 +399,7 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 			pages = u.Handler()
 		}
 	}
-	api, err := webhook.New(webhook.Config{
+	wcfg := webhook.Config{
 		Releases:     st,
 		Renderer:     b.decrypter,
 		Tokens:       b.tokens,
@@ -400,7 +415,11 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 		Push:         push,
 		Git:          view.Handler(),
 		UI:           pages,
-	})
+	}
+	if generator != nil {
+		wcfg.Generator = generator
+	}
+	api, err := webhook.New(wcfg)
 	if err != nil {
 		return err
 	}
@@ -413,6 +432,7 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 		wg.Wait()
 	}()
 	wg.Go(func() { deployer.Run(bg) })
+	wg.Go(func() { runRefresher(bg, refresher, b.log) })
 	if watcher != nil {
 		wg.Go(func() { watcher.Run(bg, policyInterval) })
 	}
@@ -449,6 +469,9 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 	b.log.Info("bridge listening", "url", url, "bucket", st.Location().String())
 	if exports != nil {
 		exports(b.stdout, url)
+		if generator != nil {
+			fmt.Fprintf(b.stdout, "# applicationset generator: baseUrl %s (token: $BUCKETOPS_TOKEN_FILE)\n", url)
+		}
 		if pages != nil {
 			fmt.Fprintf(b.stdout, "# ui: %s/ui/ (log in with the token in $BUCKETOPS_TOKEN_FILE)\n", url)
 		}
