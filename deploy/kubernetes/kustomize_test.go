@@ -14,10 +14,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
 	"gopkg.in/yaml.v3"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/resource"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/bucketops/bucketops/deploy"
 )
@@ -344,8 +346,11 @@ func TestBase(t *testing.T) {
 				"PodDisruptionBudget/bucketops-bridge",
 				"Service/bucketops-bridge",
 				"NetworkPolicy/bucketops-bridge",
+				"Role/bucketops-bridge-applicationsets",
+				"RoleBinding/bucketops-bridge-applicationsets",
 				"ConfigMap/bucketops-bridge-*", // the generator's content hash
 				"ConfigMap/bucketops-cmp-plugin",
+				"ConfigMap/bucketops-generator",
 			}
 			got := out.ids()
 			if len(got) != len(want) {
@@ -416,8 +421,10 @@ func TestBase(t *testing.T) {
 			if sc.SeccompProfile.Type != "RuntimeDefault" {
 				t.Errorf("seccompProfile = %q, want RuntimeDefault", sc.SeccompProfile.Type)
 			}
-			if a := d.Spec.Template.Spec.AutomountServiceAccountToken; a == nil || *a {
-				t.Error("the pod mounts a Kubernetes API token the bridge doesn't use")
+			// The token is for the ApplicationSet refresher, whose Role
+			// is checked below.
+			if a := d.Spec.Template.Spec.AutomountServiceAccountToken; a == nil || !*a {
+				t.Error("the pod mounts no Kubernetes API token: the ApplicationSet refresher can't run")
 			}
 		}},
 		{"the bridge listens on port http, probed at /healthz for liveness and /readyz for readiness", func(t *testing.T) {
@@ -471,9 +478,10 @@ func TestBase(t *testing.T) {
 		{"the bridge reads its token files and age keys from the Secrets' keys", func(t *testing.T) {
 			d, c := bridgePod(t, out)
 			want := map[string][2]string{
-				"--token-file=plugin=/var/run/bucketops/tokens/plugin": {"bucketops-bridge-tokens", "plugin"},
-				"--token-file=reader=/var/run/bucketops/tokens/reader": {"bucketops-bridge-tokens", "reader"},
-				"--age-key-file=/var/run/bucketops/age/keys.txt":       {"bucketops-age-keys", "keys.txt"},
+				"--token-file=plugin=/var/run/bucketops/tokens/plugin":       {"bucketops-bridge-tokens", "plugin"},
+				"--token-file=reader=/var/run/bucketops/tokens/reader":       {"bucketops-bridge-tokens", "reader"},
+				"--token-file=generator=/var/run/bucketops/tokens/generator": {"bucketops-bridge-tokens", "generator"},
+				"--age-key-file=/var/run/bucketops/age/keys.txt":             {"bucketops-age-keys", "keys.txt"},
 			}
 			for arg, src := range want {
 				if !slices.Contains(c.Args, arg) {
@@ -485,6 +493,38 @@ func TestBase(t *testing.T) {
 				if !ok || secret != src[0] || key != src[1] {
 					t.Errorf("%s is Secret %q key %q (found %v), want %s key %s", file, secret, key, ok, src[0], src[1])
 				}
+			}
+		}},
+		{"the bridge may list and patch ApplicationSets in argocd, nothing else", func(t *testing.T) {
+			var role struct {
+				Rules []struct{ APIGroups, Resources, Verbs, ResourceNames []string }
+			}
+			out.decode(t, "Role", "bucketops-bridge-applicationsets", &role)
+			if len(role.Rules) != 1 {
+				t.Fatalf("rules %+v, want one", role.Rules)
+			}
+			r := role.Rules[0]
+			if !slices.Equal(r.APIGroups, []string{"argoproj.io"}) || !slices.Equal(r.Resources, []string{"applicationsets"}) || !slices.Equal(r.Verbs, []string{"list", "patch"}) {
+				t.Errorf("rule %+v, want list and patch on argoproj.io applicationsets", r)
+			}
+			var rb struct {
+				RoleRef  struct{ Kind, Name string }
+				Subjects []struct{ Kind, Name string }
+			}
+			out.decode(t, "RoleBinding", "bucketops-bridge-applicationsets", &rb)
+			if rb.RoleRef.Kind != "Role" || rb.RoleRef.Name != "bucketops-bridge-applicationsets" || len(rb.Subjects) != 1 || rb.Subjects[0].Kind != "ServiceAccount" || rb.Subjects[0].Name != "bucketops-bridge" {
+				t.Errorf("role binding %+v, want the Role bound to the bridge's ServiceAccount", rb)
+			}
+		}},
+		{"the generator's ConfigMap points Argo CD at the bridge's Service with the generator token", func(t *testing.T) {
+			var cm struct{ Data map[string]string }
+			out.decode(t, "ConfigMap", "bucketops-generator", &cm)
+			if cm.Data["baseUrl"] != "http://bucketops-bridge.argocd.svc:8080" {
+				t.Errorf("baseUrl %q", cm.Data["baseUrl"])
+			}
+			// The Secret and key the bridge reads its generator token from.
+			if cm.Data["token"] != "$bucketops-bridge-tokens:generator" {
+				t.Errorf("token %q, want $bucketops-bridge-tokens:generator", cm.Data["token"])
 			}
 		}},
 		{"the bridge's bucket is a placeholder it rejects until an overlay sets it", func(t *testing.T) {
@@ -852,4 +892,40 @@ func deref[T any](p *T) any {
 		return nil
 	}
 	return *p
+}
+
+// TestExampleApplicationSet reads the example as Argo CD's own type does,
+// strictly, and checks that it uses the base's generator and the plugin,
+// and keeps a retired app's resources.
+func TestExampleApplicationSet(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("examples", "applicationset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set v1alpha1.ApplicationSet
+	if err := sigsyaml.UnmarshalStrict(b, &set); err != nil {
+		t.Fatalf("examples/applicationset.yaml is not an ApplicationSet: %v", err)
+	}
+	if len(set.Spec.Generators) != 1 || set.Spec.Generators[0].Plugin == nil {
+		t.Fatalf("generators %+v, want one plugin generator", set.Spec.Generators)
+	}
+	gen := set.Spec.Generators[0].Plugin
+	var cm struct{ Data map[string]string }
+	build(t, "base").decode(t, "ConfigMap", gen.ConfigMapRef.Name, &cm)
+	if cm.Data["baseUrl"] == "" {
+		t.Errorf("the generator's ConfigMap %s has no baseUrl", gen.ConfigMapRef.Name)
+	}
+	if _, ok := gen.Input.Parameters["prefix"]; !ok {
+		t.Error("the generator has no prefix parameter, which the bridge requires")
+	}
+	if set.Spec.SyncPolicy == nil || !set.Spec.SyncPolicy.PreserveResourcesOnDeletion {
+		t.Error("retiring an app would delete its resources: set syncPolicy.preserveResourcesOnDeletion")
+	}
+	if !set.Spec.GoTemplate {
+		t.Error("the template is written for goTemplate")
+	}
+	src := set.Spec.Template.Spec.Source
+	if src == nil || src.Plugin == nil || src.Plugin.Name != "bucketops" || src.RepoURL != "{{ .repoURL }}" || set.Spec.Template.Name != "{{ .name }}" {
+		t.Errorf("template %+v: want the generator's name and repoURL and plugin bucketops", set.Spec.Template)
+	}
 }
