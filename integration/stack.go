@@ -28,8 +28,9 @@ import (
 )
 
 // stack is etcd, kube-apiserver, kube-controller-manager, redis, Argo CD
-// (server, repo-server, our plugin's cmp-server, application controller)
-// and our bridge in local mode, all on loopback.
+// (server, repo-server, our plugin's cmp-server, application controller,
+// ApplicationSet controller) and our bridge in local mode, all on
+// loopback.
 type stack struct {
 	procs
 	dir        string // scratch: data directories, sockets, the git repository
@@ -80,6 +81,8 @@ func startStack(bins map[string]string, ageKeyFile string, logDir string, logf f
 		{"argocd-cmp-server", s.startCMPServer},
 		{"argocd-repo-server", s.startRepoServer},
 		{"argocd-application-controller", s.startController},
+		{"ApplicationSet generator settings", s.generatorSettings},
+		{"argocd-applicationset-controller", s.startAppSetController},
 	}
 	for _, st := range steps {
 		start := time.Now()
@@ -391,6 +394,7 @@ func (s *stack) runBridge(extra ...string) error {
 	args := append([]string{
 		"--listen", s.bridgePort, "--data", s.path("bucket"),
 		"--token-file", "plugin=" + s.path("bridge.token"), "--token-file", "reader=" + s.path("bridge.token"),
+		"--token-file", "generator=" + s.path("bridge.token"), "--kubeconfig", s.path("kube", "config"),
 		"--argocd-server", s.argocd, "--argocd-plaintext", "--argocd-token-file", s.path("argocd", "token"),
 		"--sync", "--sync-prune", "--age-key-file", s.ageKeys, "--log-level", "debug",
 	}, extra...)
@@ -513,6 +517,53 @@ func (s *stack) startController() error {
 		"--app-resync", "60",
 	}, s.argoEnv("argocd-application-controller"), s.dir)
 	return err
+}
+
+// generatorSettings gives the ApplicationSet controller the bridge's
+// generator as the base kustomization does: the ConfigMap
+// bucketops-generator, its token a key of the Secret
+// bucketops-bridge-tokens.
+func (s *stack) generatorSettings() error {
+	token, err := os.ReadFile(s.path("bridge.token"))
+	if err != nil {
+		return err
+	}
+	secret, _ := json.Marshal(map[string]any{
+		"apiVersion": "v1", "kind": "Secret",
+		"metadata":   map[string]any{"name": "bucketops-bridge-tokens", "namespace": "argocd"},
+		"stringData": map[string]string{"generator": strings.TrimSpace(string(token))},
+	})
+	if err := s.kube.apply("/api/v1/namespaces/argocd/secrets/bucketops-bridge-tokens", secret); err != nil {
+		return err
+	}
+	cm, _ := json.Marshal(map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata":   map[string]any{"name": "bucketops-generator", "namespace": "argocd"},
+		"data":       map[string]string{"baseUrl": "http://" + s.bridgeAddr, "token": "$bucketops-bridge-tokens:generator"},
+	})
+	return s.kube.apply("/api/v1/namespaces/argocd/configmaps/bucketops-generator", cm)
+}
+
+// startAppSetController runs argocd-applicationset-controller, Argo CD's
+// multi-call binary under that name.
+func (s *stack) startAppSetController() error {
+	var addrs []string
+	for range 3 {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", port))
+	}
+	p, err := s.start("argocd-applicationset-controller", s.bin["argocd"], []string{
+		"--namespace", "argocd", "--argocd-repo-server", repoServerAddr, "--repo-server-plaintext",
+		"--metrics-addr", addrs[0], "--probe-addr", addrs[1], "--webhook-addr", addrs[2],
+		"--enable-leader-election=false", "--loglevel", "debug",
+	}, s.argoEnv("argocd-applicationset-controller"), s.dir)
+	if err != nil {
+		return err
+	}
+	return waitFor("argocd-applicationset-controller", p, 60*time.Second, func() error { return httpOK("http://"+addrs[1]+"/healthz", "") })
 }
 
 // bucketops runs the CLI with the bridge's environment.
