@@ -538,8 +538,8 @@ func (s *stack) generatorSettings() error {
 	}
 	cm, _ := json.Marshal(map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap",
-		"metadata":   map[string]any{"name": "bucketops-generator", "namespace": "argocd"},
-		"data":       map[string]string{"baseUrl": "http://" + s.bridgeAddr, "token": "$bucketops-bridge-tokens:generator"},
+		"metadata": map[string]any{"name": "bucketops-generator", "namespace": "argocd"},
+		"data":     map[string]string{"baseUrl": "http://" + s.bridgeAddr, "token": "$bucketops-bridge-tokens:generator"},
 	})
 	return s.kube.apply("/api/v1/namespaces/argocd/configmaps/bucketops-generator", cm)
 }
