@@ -1,74 +1,31 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/bucketops/bucketops/bench/docsection"
 )
 
 // The markers around the generated section of the doc; the text outside
 // them is written by hand and kept as it is.
 const (
+	section     = "bench-compare"
 	beginMarker = "<!-- bench-compare:begin -->"
 	endMarker   = "<!-- bench-compare:end -->"
 )
 
-// replaceSection returns doc with the text between the marker lines
-// replaced by section, or with the marked section appended when doc has no
-// markers. A doc with one marker only, or with them out of order or
-// repeated, is an error: guessing would destroy hand-written text.
-func replaceSection(doc, section []byte) ([]byte, error) {
-	nb, ne := bytes.Count(doc, []byte(beginMarker)), bytes.Count(doc, []byte(endMarker))
-	block := append(append([]byte(beginMarker+"\n"), section...), []byte(endMarker+"\n")...)
-	switch {
-	case nb == 0 && ne == 0:
-		out := bytes.TrimRight(doc, "\n")
-		if len(out) > 0 {
-			out = append(out, "\n\n"...)
-		}
-		return append(out, block...), nil
-	case nb != 1 || ne != 1:
-		return nil, fmt.Errorf("found %d %q and %d %q lines; want one of each, or neither to append the section", nb, beginMarker, ne, endMarker)
-	}
-	b := bytes.Index(doc, []byte(beginMarker))
-	e := bytes.Index(doc, []byte(endMarker))
-	if e < b {
-		return nil, fmt.Errorf("%q comes before %q", endMarker, beginMarker)
-	}
-	rest := doc[e+len(endMarker):]
-	rest = bytes.TrimPrefix(rest, []byte("\n"))
-	out := append([]byte{}, doc[:b]...)
-	out = append(out, block...)
-	return append(out, rest...), nil
+func replaceSection(doc, text []byte) ([]byte, error) {
+	return docsection.Replace(doc, text, section)
 }
 
 // updateDoc replaces the bench-compare section of the file at path,
 // creating the file if it doesn't exist.
-func updateDoc(path, section string) error {
-	doc, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	out, err := replaceSection(doc, []byte(section))
-	if err != nil {
-		return fmt.Errorf("update %s: %w", path, err)
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, out, 0o644); err != nil {
-		return fmt.Errorf("update %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("update %s: %w", path, err)
-	}
-	return nil
-}
+func updateDoc(path, text string) error { return docsection.Update(path, section, text) }
 
 // gitIDs returns the git contenders of the run, in report order.
 func (r *Results) gitIDs() []string {
