@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 DATA    ?=
 LISTEN  ?= 127.0.0.1:8080
 
-.PHONY: build run test test-ui e2e test-integration lint bench bench-compare fuzz clean
+.PHONY: build run test test-ui e2e e2e-deps test-integration lint bench bench-compare bench-argocd fuzz clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/bucketops ./cmd/bucketops-bridge
@@ -37,12 +37,28 @@ test-ui:
 # proxy (cached in ~/.cache/bucketops-e2e), redis from Debian, our bridge and
 # plugin; see docs/testing.md. E2E_RUN='TestScenarios/^3_' runs one scenario.
 E2E_RUN ?= .
-e2e:
-	@command -v redis-server >/dev/null || { \
-		echo "installing redis-server (apt-get)"; \
-		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-		$$SUDO apt-get install -y -qq redis-server >/dev/null 2>&1 || { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq redis-server; }; }
+e2e: e2e-deps
 	$(GO) test -tags e2e -count=1 -timeout 50m -v -run '$(E2E_RUN)' ./integration/
+
+# redis for Argo CD; git for its repo-server and the fleet race's monorepo.
+e2e-deps:
+	@for pkg in redis-server:redis-server git:git; do \
+		cmd=$${pkg%%:*}; deb=$${pkg##*:}; \
+		command -v $$cmd >/dev/null && continue; \
+		echo "installing $$deb (apt-get)"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get install -y -qq $$deb >/dev/null 2>&1 || { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$deb; }; \
+	done
+
+# The fleet race on the real Argo CD of make e2e: 200 apps from a git
+# monorepo (with and without manifest-generate-paths) and from bucketops,
+# bursts and a 5-minute stream; rewrites its section of docs/benchmarks.md
+# and docs/bench-argocd.svg. About 45 minutes on 2 cores. Smaller runs:
+# BENCH_ARGOCD_APPS=50 BENCH_ARGOCD_STREAM=1m BENCH_ARGOCD_BURSTS=1.
+bench-argocd: e2e-deps
+	@mkdir -p $(BIN)
+	BENCH_ARGOCD_OUT=$(CURDIR)/$(BIN)/bench-argocd.json BENCH_ARGOCD_DOC=$(CURDIR)/docs/benchmarks.md BENCH_ARGOCD_CHART=$(CURDIR)/docs/bench-argocd.svg \
+		$(GO) test -tags e2e -count=1 -timeout 90m -v -run 'TestFleetBench' ./integration/
 
 # Fault tolerance across containers (testcontainers-go): images built FROM
 # scratch from our static binaries and fake-gcs-server; needs a Docker engine.

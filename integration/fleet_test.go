@@ -1,0 +1,630 @@
+//go:build e2e
+
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/cgi"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bucketops/bucketops/bench/fleet"
+)
+
+// The fleet race: the same fleet of apps fed to the same real Argo CD
+// (and its ApplicationSet controller) from a git monorepo and from
+// bucketops, in turn. TestFleet runs a small burst in make e2e, as a
+// regression check without timing assertions; make bench-argocd runs the
+// whole race (TestFleetBench) and rewrites its section of
+// docs/benchmarks.md.
+
+// fleetSize is one race's shape.
+type fleetSize struct {
+	apps, objects int
+	bursts        int           // burst repetitions
+	stream        time.Duration // 0: no stream
+}
+
+// feed publishes releases of the fleet one way.
+type feed interface {
+	name() string
+	namespace() string
+	// setup publishes release r0 of every app and creates the
+	// ApplicationSet; the caller waits for it to be deployed.
+	setup(t *testing.T, size fleetSize)
+	// publish releases id of apps, as CI would, and returns how long
+	// publishing took (until the last CI job was done).
+	publish(t *testing.T, apps []int, id string) time.Duration
+	// teardown deletes the ApplicationSet and waits for its Applications
+	// to go.
+	teardown(t *testing.T)
+	// repoMatch is what names this feed's sources in the repo-server's
+	// "manifest cache miss" log lines.
+	repoMatch() string
+}
+
+func appName(i int) string { return fmt.Sprintf("app-%03d", i) }
+
+// fleetManifest is one app's release: objects ConfigMaps, the last one
+// labelled so that one list call shows which release each app runs.
+func fleetManifest(i, objects int, id string) string {
+	var b strings.Builder
+	for k := range objects {
+		if k > 0 {
+			b.WriteString("---\n")
+		}
+		labels := ""
+		if k == objects-1 {
+			labels = fmt.Sprintf("  labels:\n    bench-last: \"true\"\n    bench-app: %s\n", appName(i))
+		}
+		fmt.Fprintf(&b, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s-%d\n%sdata:\n  release: %q\n  payload: %q\n", appName(i), k, labels, id, strings.Repeat("x", 200))
+	}
+	return b.String()
+}
+
+// deployedReleases lists which release each app of namespace runs.
+func deployedReleases(namespace string) (map[string]string, error) {
+	var list struct {
+		Items []struct {
+			Metadata struct {
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
+			Data map[string]string `json:"data"`
+		} `json:"items"`
+	}
+	err := st.kube.get("/api/v1/namespaces/"+namespace+"/configmaps?labelSelector=bench-last%3Dtrue", &list)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, it := range list.Items {
+		out[it.Metadata.Labels["bench-app"]] = it.Data["release"]
+	}
+	return out, nil
+}
+
+// waitReleased waits until every app of apps runs release id.
+func waitReleased(t *testing.T, f feed, apps []int, id string, timeout time.Duration) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%s: %d apps at %s", f.name(), len(apps), id), timeout, func() (bool, string) {
+		got, err := deployedReleases(f.namespace())
+		if err != nil {
+			return false, err.Error()
+		}
+		behind := 0
+		for _, i := range apps {
+			if got[appName(i)] != id {
+				behind++
+			}
+		}
+		return behind == 0, fmt.Sprintf("%d of %d apps not at %s", behind, len(apps), id)
+	})
+}
+
+func allApps(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// applicationSet creates name in argocd from its spec, as YAML.
+func applicationSet(t *testing.T, name, spec string) {
+	t.Helper()
+	body := fmt.Sprintf("apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata:\n  name: %s\n  namespace: argocd\nspec:\n%s", name, spec)
+	if err := st.kube.apply("/apis/argoproj.io/v1alpha1/namespaces/argocd/applicationsets/"+name, []byte(body)); err != nil {
+		t.Fatalf("ApplicationSet %s: %v", name, err)
+	}
+}
+
+// deleteApplicationSet deletes name and waits for its Applications to go
+// (their resources stay: preserveResourcesOnDeletion).
+func deleteApplicationSet(t *testing.T, name string) {
+	t.Helper()
+	if err := st.kube.do(http.MethodDelete, "/apis/argoproj.io/v1alpha1/namespaces/argocd/applicationsets/"+name, "", nil, nil); err != nil && !isNotFound(err) {
+		t.Fatal(err)
+	}
+	eventually(t, "the Applications of "+name+" deleted", 5*time.Minute, func() (bool, string) {
+		var list struct {
+			Items []struct{} `json:"items"`
+		}
+		err := st.kube.get("/apis/argoproj.io/v1alpha1/namespaces/argocd/applications?labelSelector=bench-set%3D"+name, &list)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(list.Items) == 0, fmt.Sprintf("%d left", len(list.Items))
+	})
+}
+
+// The template both feeds share: automated sync with prune, one
+// namespace per feed, labelled for deleteApplicationSet.
+func template(set, name, source, namespace, annotations string) string {
+	return fmt.Sprintf(`  syncPolicy:
+    preserveResourcesOnDeletion: true
+  template:
+    metadata:
+      name: %s
+      labels:
+        bench-set: %s
+%s    spec:
+      project: default
+      source:
+%s      destination:
+        server: https://kubernetes.default.svc
+        namespace: %s
+      syncPolicy:
+        automated:
+          prune: true
+        syncOptions: [CreateNamespace=true]
+`, name, set, annotations, source, namespace)
+}
+
+// bucketopsFeed publishes with bucketops push, one CLI process per app as
+// one CI job per app would, and the ApplicationSet uses the bridge's
+// generator.
+type bucketopsFeed struct{ workers, objects int }
+
+func (*bucketopsFeed) name() string      { return fleet.Bucket }
+func (*bucketopsFeed) namespace() string { return "bench-bucketops" }
+func (*bucketopsFeed) repoMatch() string { return "/git/bench/" }
+
+func (f *bucketopsFeed) setup(t *testing.T, size fleetSize) {
+	f.objects = size.objects
+	f.publish(t, allApps(size.apps), "r0")
+	applicationSet(t, "bench-bucketops", `  goTemplate: true
+  generators:
+    - plugin:
+        configMapRef:
+          name: bucketops-generator
+        input:
+          parameters:
+            prefix: bench
+`+template("bench-bucketops", "'{{ .name }}'", `        repoURL: '{{ .repoURL }}'
+        targetRevision: '{{ .targetRevision }}'
+        path: '{{ .path }}'
+        plugin:
+          name: bucketops
+`, "bench-bucketops", ""))
+}
+
+func (f *bucketopsFeed) publish(t *testing.T, apps []int, id string) time.Duration {
+	t.Helper()
+	n := f.objects
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan string, len(apps))
+	work := make(chan int)
+	for range max(f.workers, 1) {
+		wg.Go(func() {
+			for i := range work {
+				out, errOut, code := st.bucketops(fleetManifest(i, n, id), "push", "bench/"+appName(i), "-", "-m", id)
+				if code != 0 {
+					errs <- fmt.Sprintf("push bench/%s: exit %d: %s%s", appName(i), code, out, errOut)
+				}
+			}
+		})
+	}
+	for _, i := range apps {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+	return time.Since(start)
+}
+
+func (*bucketopsFeed) teardown(t *testing.T) { deleteApplicationSet(t, "bench-bucketops") }
+
+// gitFeed publishes to a git monorepo, one directory per app, served by
+// the real git http-backend, and tells Argo CD of each push with its
+// GitHub webhook; paths sets argocd.argoproj.io/manifest-generate-paths.
+type gitFeed struct {
+	paths   bool
+	server  *gitServer
+	repo    string // the repository's name on the server
+	work    string // the CI's clone
+	objects int
+}
+
+func (f *gitFeed) name() string {
+	if f.paths {
+		return fleet.GitPaths
+	}
+	return fleet.Git
+}
+func (f *gitFeed) set() string {
+	if f.paths {
+		return "bench-git-paths"
+	}
+	return "bench-git"
+}
+func (f *gitFeed) namespace() string { return f.set() }
+func (f *gitFeed) repoMatch() string { return "/" + f.repo }
+func (f *gitFeed) url() string       { return f.server.url + "/" + f.repo + ".git" }
+
+func (f *gitFeed) git(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = f.work
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=ci", "GIT_AUTHOR_EMAIL=ci@example.com", "GIT_COMMITTER_NAME=ci", "GIT_COMMITTER_EMAIL=ci@example.com")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func (f *gitFeed) setup(t *testing.T, size fleetSize) {
+	f.objects = size.objects
+	f.repo = f.set()
+	f.work = t.TempDir()
+	bare := filepath.Join(f.server.root, f.repo+".git")
+	for _, args := range [][]string{{"init", "-q", "--bare", "-b", "main", bare}, {"-C", bare, "config", "http.receivepack", "true"}} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	f.git(t, "init", "-q", "-b", "main")
+	f.git(t, "remote", "add", "origin", f.url())
+	f.publish(t, allApps(size.apps), "r0")
+	annotations := ""
+	if f.paths {
+		annotations = "      annotations:\n        argocd.argoproj.io/manifest-generate-paths: .\n"
+	}
+	applicationSet(t, f.set(), fmt.Sprintf(`  goTemplate: true
+  generators:
+    - git:
+        repoURL: %s
+        revision: main
+        directories:
+          - path: apps/*
+`, f.url())+template(f.set(), "'"+f.set()+"-{{ .path.basename }}'", fmt.Sprintf(`        repoURL: %s
+        targetRevision: main
+        path: '{{ .path.path }}'
+`, f.url()), f.namespace(), annotations))
+}
+
+// publish commits the apps' new release in one commit, pushes it over
+// smart HTTP, and posts the GitHub push webhook to argocd-server.
+func (f *gitFeed) publish(t *testing.T, apps []int, id string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	before := ""
+	if out, err := exec.Command("git", "-C", f.work, "rev-parse", "-q", "--verify", "HEAD").Output(); err == nil {
+		before = strings.TrimSpace(string(out))
+	}
+	var changed []string
+	for _, i := range apps {
+		rel := filepath.Join("apps", appName(i), "configmaps.yaml")
+		p := filepath.Join(f.work, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(fleetManifest(i, f.objects, id)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		changed = append(changed, filepath.ToSlash(rel))
+	}
+	f.git(t, "add", "-A")
+	f.git(t, "commit", "-q", "-m", id)
+	f.git(t, "push", "-q", "origin", "HEAD:main")
+	after := f.git(t, "rev-parse", "HEAD")
+	published := time.Since(start)
+	if before == "" {
+		return published
+	}
+	payload, _ := json.Marshal(map[string]any{
+		"ref": "refs/heads/main", "before": before, "after": after,
+		"repository": map[string]any{"html_url": f.server.url + "/" + f.repo, "default_branch": "main"},
+		"commits":    []any{map[string]any{"id": after, "modified": changed, "added": []string{}, "removed": []string{}}},
+	})
+	req, _ := http.NewRequest(http.MethodPost, "http://"+st.argocd+"/api/webhook", bytes.NewReader(payload))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "push")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("argocd-server's webhook: %s", resp.Status)
+	}
+	return published
+}
+
+func (f *gitFeed) teardown(t *testing.T) { deleteApplicationSet(t, f.set()) }
+
+// gitServer is the real git http-backend behind net/http/cgi, as a git
+// host serves smart HTTP, on loopback.
+type gitServer struct {
+	root string
+	url  string
+	srv  *http.Server
+}
+
+func startGitServer(t *testing.T) *gitServer {
+	t.Helper()
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatalf("git is not installed: %v", err)
+	}
+	g := &gitServer{root: t.TempDir()}
+	h := &cgi.Handler{
+		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
+		Env:  []string{"GIT_PROJECT_ROOT=" + g.root, "GIT_HTTP_EXPORT_ALL=1"},
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.url = "http://" + ln.Addr().String()
+	g.srv = &http.Server{Handler: h}
+	go g.srv.Serve(ln)
+	t.Cleanup(func() { g.srv.Close() })
+	return g
+}
+
+// cost is what Argo CD spent: manifest generations (the repo-server's
+// "manifest cache miss" log lines for the feed's sources) and CPU seconds
+// of its processes.
+type cost struct {
+	generations int
+	cpu         map[string]float64
+}
+
+// costProcesses are the processes whose CPU a release costs; the
+// cmp-server runs the bucketops plugin (git directories need none).
+var costProcesses = []string{"argocd-repo-server", "argocd-cmp-server", "argocd-application-controller", "argocd-applicationset-controller"}
+
+func measureCost(f feed) cost {
+	c := cost{cpu: map[string]float64{}}
+	st.mu.Lock()
+	list := slices.Clone(st.list)
+	st.mu.Unlock()
+	for _, p := range list {
+		if !slices.Contains(costProcesses, p.name) || p.exited() {
+			continue
+		}
+		c.cpu[p.name] = cpuSeconds(p.cmd.Process.Pid)
+		if p.name == "argocd-repo-server" {
+			data, _ := os.ReadFile(p.log)
+			for line := range strings.SplitSeq(string(data), "\n") {
+				if strings.Contains(line, "manifest cache miss:") && strings.Contains(line, f.repoMatch()) {
+					c.generations++
+				}
+			}
+		}
+	}
+	return c
+}
+
+func (c cost) minus(before cost) cost {
+	out := cost{generations: c.generations - before.generations, cpu: map[string]float64{}}
+	for k, v := range c.cpu {
+		out.cpu[k] = v - before.cpu[k]
+	}
+	return out
+}
+
+func (c cost) totalCPU() float64 {
+	s := 0.0
+	for _, v := range c.cpu {
+		s += v
+	}
+	return s
+}
+
+// cpuSeconds is a process's user and system time, its reaped children's
+// (the repo-server's git, the cmp-server's plugin) included.
+func cpuSeconds(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which is in parentheses.
+	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+2:]))
+	ticks := 0.0
+	for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime
+		v, _ := strconv.ParseFloat(fields[i], 64)
+		ticks += v
+	}
+	return ticks / 100 // USER_HZ
+}
+
+func runBurst(t *testing.T, f feed, size fleetSize, id string) fleet.Burst {
+	t.Helper()
+	before := measureCost(f)
+	start := time.Now()
+	pub := f.publish(t, allApps(size.apps), id)
+	waitReleased(t, f, allApps(size.apps), id, 20*time.Minute)
+	live := time.Since(start)
+	// Let comparisons the sync set off settle before counting.
+	time.Sleep(5 * time.Second)
+	c := measureCost(f).minus(before)
+	return fleet.Burst{Live: live, Publish: pub, Generations: c.generations, CPU: c.totalCPU()}
+}
+
+func runStream(t *testing.T, f feed, size fleetSize) fleet.Stream {
+	t.Helper()
+	type pending struct {
+		app   string
+		id    string
+		start time.Time
+	}
+	var (
+		mu   sync.Mutex
+		open []pending
+		res  fleet.Stream
+	)
+	done := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			got, err := deployedReleases(f.namespace())
+			now := time.Now()
+			if err == nil {
+				mu.Lock()
+				kept := open[:0]
+				for _, p := range open {
+					// A later release of the same app supersedes it.
+					if v := got[p.app]; v == p.id || (v > p.id && strings.HasPrefix(v, "s")) {
+						res.Latencies = append(res.Latencies, now.Sub(p.start))
+					} else {
+						kept = append(kept, p)
+					}
+				}
+				open = kept
+				mu.Unlock()
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+	before := measureCost(f)
+	rng := rand.New(rand.NewPCG(1, 2))
+	tick := time.NewTicker(time.Second)
+	end := time.Now().Add(size.stream)
+	for n := 0; time.Now().Before(end); n++ {
+		i := rng.IntN(size.apps)
+		id := fmt.Sprintf("s%06d", n)
+		start := time.Now()
+		mu.Lock()
+		open = append(open, pending{appName(i), id, start})
+		mu.Unlock()
+		res.Publish = append(res.Publish, f.publish(t, []int{i}, id))
+		res.Releases++
+		<-tick.C
+	}
+	tick.Stop()
+	grace := time.Now().Add(3 * time.Minute)
+	for {
+		mu.Lock()
+		left := len(open)
+		mu.Unlock()
+		if left == 0 || time.Now().After(grace) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	close(done)
+	<-watched
+	mu.Lock()
+	res.Missed = len(open)
+	mu.Unlock()
+	c := measureCost(f).minus(before)
+	res.Generations, res.CPU = c.generations, c.totalCPU()
+	return res
+}
+
+func race(t *testing.T, size fleetSize, feeds []feed) []fleet.Feed {
+	var results []fleet.Feed
+	for _, f := range feeds {
+		t.Run(f.name(), func(t *testing.T) {
+			start := time.Now()
+			f.setup(t, size)
+			waitReleased(t, f, allApps(size.apps), "r0", 20*time.Minute)
+			t.Logf("%s: %d apps deployed in %s", f.name(), size.apps, time.Since(start).Round(time.Second))
+			r := fleet.Feed{Name: f.name()}
+			for b := range size.bursts {
+				br := runBurst(t, f, size, fmt.Sprintf("b%d", b+1))
+				t.Logf("%s burst %d: live in %s (publish %s), %d generations, %.1f CPU s", f.name(), b+1, br.Live.Round(100*time.Millisecond), br.Publish.Round(10*time.Millisecond), br.Generations, br.CPU)
+				r.Bursts = append(r.Bursts, br)
+			}
+			if size.stream > 0 {
+				sr := runStream(t, f, size)
+				t.Logf("%s stream: %d releases, p50 %s, p99 %s, %d missed, %d generations, %.1f CPU s", f.name(), sr.Releases, fleet.Percentile(sr.Latencies, 50), fleet.Percentile(sr.Latencies, 99), sr.Missed, sr.Generations, sr.CPU)
+				r.Stream = &sr
+			}
+			f.teardown(t)
+			results = append(results, r)
+		})
+	}
+	return results
+}
+
+// TestFleet is the small race in make e2e: 20 apps, one burst, each feed.
+// It checks that every app of every feed goes live, from the
+// ApplicationSet's first generation and after a burst; it asserts no
+// timing.
+func TestFleet(t *testing.T) {
+	git := startGitServer(t)
+	size := fleetSize{apps: 20, objects: 10, bursts: 1}
+	results := race(t, size, []feed{&gitFeed{server: git, paths: true}, &bucketopsFeed{workers: 4}})
+	for _, r := range results {
+		if len(r.Bursts) != 1 || r.Bursts[0].Generations == 0 {
+			t.Errorf("%s: %+v: a burst with no manifest generation counted", r.Name, r.Bursts)
+		}
+	}
+	// Teardown deleted the feed's ApplicationSet and with it its
+	// Applications; preserveResourcesOnDeletion kept their resources.
+	if got, err := deployedReleases("bench-bucketops"); err != nil || got[appName(0)] != "b1" {
+		t.Errorf("bench-bucketops after teardown: %v %v, want the resources kept", got, err)
+	}
+	if len(results) == 2 {
+		t.Logf("burst of %d apps live: git %s, bucketops %s", size.apps, results[0].Bursts[0].Live, results[1].Bursts[0].Live)
+	}
+}
+
+// TestFleetBench is make bench-argocd: the whole race, its report
+// written to BENCH_ARGOCD_OUT (JSON) and, with BENCH_ARGOCD_DOC, into its
+// section of that doc and the chart BENCH_ARGOCD_CHART.
+func TestFleetBench(t *testing.T) {
+	out := os.Getenv("BENCH_ARGOCD_OUT")
+	if out == "" {
+		t.Skip("make bench-argocd runs this (BENCH_ARGOCD_OUT)")
+	}
+	size := fleetSize{apps: 200, objects: 10, bursts: 3, stream: 5 * time.Minute}
+	for env, set := range map[string]func(string) error{
+		"BENCH_ARGOCD_APPS":   func(v string) (err error) { size.apps, err = strconv.Atoi(v); return },
+		"BENCH_ARGOCD_BURSTS": func(v string) (err error) { size.bursts, err = strconv.Atoi(v); return },
+		"BENCH_ARGOCD_STREAM": func(v string) (err error) { size.stream, err = time.ParseDuration(v); return },
+	} {
+		if v := os.Getenv(env); v != "" {
+			if err := set(v); err != nil {
+				t.Fatalf("%s=%q: %v", env, v, err)
+			}
+		}
+	}
+	git := startGitServer(t)
+	started := time.Now()
+	feeds := race(t, size, []feed{&gitFeed{server: git}, &gitFeed{server: git, paths: true}, &bucketopsFeed{workers: 8}})
+	report := fleet.Report{
+		Apps: size.apps, Objects: size.objects, Bursts: size.bursts, Stream: size.stream,
+		Took: time.Since(started), CPUs: runtime.NumCPU(), Date: time.Now().UTC().Format("2006-01-02"), Feeds: feeds,
+	}
+	data, _ := json.MarshalIndent(report, "", "  ")
+	if err := os.WriteFile(out, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if doc := os.Getenv("BENCH_ARGOCD_DOC"); doc != "" {
+		chart := os.Getenv("BENCH_ARGOCD_CHART")
+		link, _ := filepath.Rel(filepath.Dir(doc), chart)
+		if err := fleet.Write(report, doc, chart, filepath.ToSlash(link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range feeds {
+		if len(f.Bursts) != size.bursts {
+			t.Errorf("%s: %d bursts measured, want %d", f.Name, len(f.Bursts), size.bursts)
+		}
+	}
+}
