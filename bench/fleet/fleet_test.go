@@ -28,7 +28,7 @@ func TestRender(t *testing.T) {
 	}
 	out := Render(r, "bench-argocd.svg")
 	for _, want := range []string{
-		"| git monorepo | 1.7 min |",               // median of 90, 100, 300 s
+		"| git monorepo | 1.7 min |",                   // median of 90, 100, 300 s
 		"| bucketops | 15.0 s | 0 ms | 1.00 | 0.150 |", // median CPU 30 s over 200 apps
 		"**6.7×** as soon as the git monorepo (goal ≥ 5×: met)",
 		"**5.3×** against the monorepo with `manifest-generate-paths`",
