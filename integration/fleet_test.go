@@ -256,7 +256,7 @@ func (f *gitFeed) set() string {
 	return "bench-git"
 }
 func (f *gitFeed) namespace() string { return f.set() }
-func (f *gitFeed) repoMatch() string { return "/" + f.repo }
+func (f *gitFeed) repoMatch() string { return "/" + f.repo + ".git" }
 func (f *gitFeed) url() string       { return f.server.url + "/" + f.repo + ".git" }
 
 func (f *gitFeed) git(t *testing.T, args ...string) string {
