@@ -1,6 +1,7 @@
 package appset
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -70,21 +71,11 @@ func NewRefresher(cfg RefresherConfig) (*Refresher, error) {
 	if cfg.Releases == nil || cfg.Sets == nil {
 		return nil, errors.New("appset: a refresher needs releases and ApplicationSets")
 	}
-	if cfg.Coalesce == 0 {
-		cfg.Coalesce = time.Second
-	}
-	if cfg.Resync == 0 {
-		cfg.Resync = 5 * time.Minute
-	}
-	if cfg.MinBackoff == 0 {
-		cfg.MinBackoff = time.Second
-	}
-	if cfg.MaxBackoff == 0 {
-		cfg.MaxBackoff = time.Minute
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Coalesce = cmp.Or(cfg.Coalesce, time.Second)
+	cfg.Resync = cmp.Or(cfg.Resync, 5*time.Minute)
+	cfg.MinBackoff = cmp.Or(cfg.MinBackoff, time.Second)
+	cfg.MaxBackoff = cmp.Or(cfg.MaxBackoff, time.Minute)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	m := refresherMetrics{refreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "bucketops_applicationset_refreshes_total",
 		Help: "Requests to the ApplicationSet controller to run the generator again, by outcome (ok, error).",

@@ -2,7 +2,6 @@ package webhook_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -29,17 +28,8 @@ func TestGeneratorRoute(t *testing.T) {
 
 	post := func(token string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, b.url+appset.Path, strings.NewReader(`{"applicationSetName":"fleet","input":{"parameters":{"prefix":"prod"}}}`))
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
+		r := b.request(t, http.MethodPost, appset.Path, token, strings.NewReader(`{"applicationSetName":"fleet","input":{"parameters":{"prefix":"prod"}}}`))
+		return r.status, r.body
 	}
 	for token, want := range map[string]int{"": 401, "generator-token-0123456789abcdeX": 401, pluginToken: 403, readerToken: 403, generatorToken: 200} {
 		status, body := post(token)

@@ -82,7 +82,13 @@ type response struct {
 
 func (b *bridge) get(t testing.TB, path, token string) response {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, b.url+path, nil)
+	return b.request(t, http.MethodGet, path, token, nil)
+}
+
+// request sends body (nil for none) to path with token, if any.
+func (b *bridge) request(t testing.TB, method, path, token string, body io.Reader) response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, b.url+path, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,11 +100,11 @@ func (b *bridge) get(t testing.TB, path, token string) response {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	out, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return response{resp.StatusCode, resp.Header, string(body)}
+	return response{resp.StatusCode, resp.Header, string(out)}
 }
 
 // reason is the stable reason of an error response.
