@@ -68,7 +68,10 @@ type Config struct {
 	// sync and has no automated sync policy of its own; Prune prunes in it.
 	Sync  bool
 	Prune bool
-	// Workers bounds concurrent Argo CD calls (default 4).
+	// Workers bounds concurrent Argo CD calls (default 16). A refresh
+	// waits for Argo CD to generate the app's manifests, so this is how
+	// many apps of a burst Argo CD works on at once; its application
+	// controller compares 20 at once by default (--status-processors).
 	Workers int
 	// Coalesce is how long a first event waits for more of the same app
 	// before its refresh starts (default 100ms).
@@ -151,7 +154,7 @@ func New(cfg Config) (*Deployer, error) {
 		cfg.Namespace = "argocd"
 	}
 	if cfg.Workers <= 0 {
-		cfg.Workers = 4
+		cfg.Workers = 16
 	}
 	if cfg.Coalesce == 0 {
 		cfg.Coalesce = 100 * time.Millisecond

@@ -52,7 +52,7 @@ type feed interface {
 	// to go.
 	teardown(t *testing.T)
 	// repoMatch is what names this feed's sources in the repo-server's
-	// "manifest cache miss" log lines.
+	// log lines.
 	repoMatch() string
 }
 
@@ -380,8 +380,10 @@ func startGitServer(t *testing.T) *gitServer {
 }
 
 // cost is what Argo CD spent: manifest generations (the repo-server's
-// "manifest cache miss" log lines for the feed's sources) and CPU seconds
-// of its processes.
+// debug line for each fresh generation it caches, "setting manifests
+// cache" for a "fresh GenerateManifests response", of the feed's sources;
+// a cache miss is logged twice per generation, before and after the
+// repository lock) and CPU seconds of its processes.
 type cost struct {
 	generations int
 	cpu         map[string]float64
@@ -404,7 +406,7 @@ func measureCost(f feed) cost {
 		if p.name == "argocd-repo-server" {
 			data, _ := os.ReadFile(p.log)
 			for line := range strings.SplitSeq(string(data), "\n") {
-				if strings.Contains(line, "manifest cache miss:") && strings.Contains(line, f.repoMatch()) {
+				if strings.Contains(line, "fresh GenerateManifests response") && strings.Contains(line, f.repoMatch()) {
 					c.generations++
 				}
 			}

@@ -59,10 +59,11 @@ func startStack(bins map[string]string, ageKeyFile string, logDir string, logf f
 		return nil, err
 	}
 	s = &stack{procs: procs{logs: logDir}, dir: dir, bin: bins, ageKeys: ageKeyFile, logf: logf}
+	// A failed start stops what it started; the return has set s to nil.
+	started := s
 	defer func() {
 		if err != nil {
-			s.stop()
-			s = nil
+			started.stop()
 		}
 	}()
 	steps := []struct {
@@ -496,6 +497,9 @@ func (s *stack) startRepoServer() error {
 	p, err := s.start("argocd-repo-server", s.bin["argocd"], []string{
 		"--address", "127.0.0.1", "--port", port, "--metrics-port", strconv.Itoa(metrics),
 		"--disable-tls", "--redis", redisAddr,
+		// Debug logs name each fresh manifest generation, which the
+		// fleet race counts (the repo-server has no metric for it).
+		"--loglevel", "debug",
 	}, s.argoEnv("argocd-repo-server", "PATH="+binDir+":"+os.Getenv("PATH")), s.dir)
 	if err != nil {
 		return err
@@ -563,7 +567,8 @@ func (s *stack) startAppSetController() error {
 	if err != nil {
 		return err
 	}
-	return waitFor("argocd-applicationset-controller", p, 60*time.Second, func() error { return httpOK("http://"+addrs[1]+"/healthz", "") })
+	// It registers no health checks; its metrics answer once its manager runs.
+	return waitFor("argocd-applicationset-controller", p, 60*time.Second, func() error { return httpOK("http://"+addrs[0]+"/metrics", "") })
 }
 
 // bucketops runs the CLI with the bridge's environment.

@@ -145,7 +145,7 @@ func Render(r Report, chart string) string {
 	if r.Stream > 0 {
 		fmt.Fprintf(&b, "A **stream** then releases one random app a second for %s (one commit and webhook per release, or one `push`), each release timed from its publish to its app Synced at it. ", r.Stream)
 	}
-	fmt.Fprintf(&b, "**Generations** are the repo-server's manifest generations for the feed's sources (its `manifest cache miss` log lines: it has no counter for them), and **CPU** the CPU seconds of the repo-server, the cmp-server, the application controller and the ApplicationSet controller, their children (git, the plugin) included. The machine is shared and noisy; the ratios are what to read.\n\n")
+	fmt.Fprintf(&b, "**Generations** are the repo-server's fresh manifest generations for the feed's sources (it has no counter for them: its debug log line for each fresh response it caches is counted), and **CPU** the CPU seconds of the repo-server, the cmp-server, the application controller and the ApplicationSet controller, their children (git, the plugin) included. The machine is shared and noisy; the ratios are what to read.\n\n")
 	fmt.Fprintf(&b, "![fleet race](%s)\n\n", chart)
 
 	fmt.Fprintf(&b, "### Burst: %d apps released at once (median of %d)\n\n", r.Apps, r.Bursts)

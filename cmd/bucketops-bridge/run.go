@@ -168,7 +168,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.argocdNS, "argocd-namespace", "argocd", "Argo CD's control-plane namespace")
 	fs.BoolVar(&c.sync, "sync", false, "after the refresh, sync Applications that are out of sync and have no automated sync policy")
 	fs.BoolVar(&c.prune, "sync-prune", false, "prune in the syncs --sync starts")
-	fs.IntVar(&c.argocdWorkers, "argocd-workers", 4, "concurrent Argo CD refreshes")
+	fs.IntVar(&c.argocdWorkers, "argocd-workers", 16, "concurrent Argo CD refreshes: each waits for Argo CD to generate the app's manifests, so this is how many apps of a burst Argo CD works on at once")
 	fs.StringVar(&c.generatorGitURL, "generator-git-url", "", "base of the repoURL the ApplicationSet generator gives each app (URL/APP.git); default the scheme and host it was called at, + /git")
 	fs.StringVar(&c.appsetConfigMap, "applicationset-configmap", "bucketops-generator", "refresh the ApplicationSets in --argocd-namespace whose plugin generator names this ConfigMap when an app appears, is retired or changes labels; empty: don't")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig for the ApplicationSet refresher's Kubernetes API calls; default the pod's service account when in a cluster")
