@@ -51,8 +51,8 @@ type feed interface {
 	// teardown deletes the ApplicationSet and waits for its Applications
 	// to go.
 	teardown(t *testing.T)
-	// repoMatch is what names this feed's sources in the repo-server's
-	// log lines.
+	// repoMatch is what names this feed's Applications in the
+	// repo-server's debug lines (which blank the repoURL).
 	repoMatch() string
 }
 
@@ -180,7 +180,7 @@ type bucketopsFeed struct{ workers, objects int }
 
 func (*bucketopsFeed) name() string      { return fleet.Bucket }
 func (*bucketopsFeed) namespace() string { return "bench-bucketops" }
-func (*bucketopsFeed) repoMatch() string { return "/git/bench/" }
+func (*bucketopsFeed) repoMatch() string { return "appName=bench-app-" }
 
 func (f *bucketopsFeed) setup(t *testing.T, size fleetSize) {
 	f.objects = size.objects
@@ -256,7 +256,7 @@ func (f *gitFeed) set() string {
 	return "bench-git"
 }
 func (f *gitFeed) namespace() string { return f.set() }
-func (f *gitFeed) repoMatch() string { return "/" + f.repo + ".git" }
+func (f *gitFeed) repoMatch() string { return "appName=" + f.set() + "-app-" }
 func (f *gitFeed) url() string       { return f.server.url + "/" + f.repo + ".git" }
 
 func (f *gitFeed) git(t *testing.T, args ...string) string {
@@ -517,7 +517,7 @@ func runStream(t *testing.T, f feed, size fleetSize) fleet.Stream {
 		<-tick.C
 	}
 	tick.Stop()
-	grace := time.Now().Add(3 * time.Minute)
+	grace := time.Now().Add(2 * time.Minute)
 	for {
 		mu.Lock()
 		left := len(open)

@@ -36,7 +36,7 @@ type Stream struct {
 	Releases int `json:"releases"`
 	// Latencies are publish start to Synced, per release that went live.
 	Latencies []time.Duration `json:"latencies"`
-	// Missed releases weren't live when the grace after the stream ended.
+	// Missed releases weren't live 2 minutes after the stream ended.
 	Missed      int             `json:"missed"`
 	Publish     []time.Duration `json:"publish"`
 	Generations int             `json:"generations"`
@@ -160,7 +160,7 @@ func Render(r Report, chart string) string {
 	b.WriteString("\n")
 	if r.Stream > 0 {
 		fmt.Fprintf(&b, "### Stream: one release a second for %s\n\n", r.Stream)
-		b.WriteString("| feed | releases | publish to Synced p50 | p99 | not live after 3 min | manifest generations per release | Argo CD CPU s per release | publish p50 (CI side) |\n|---|---|---|---|---|---|---|---|\n")
+		b.WriteString("| feed | releases | publish to Synced p50 | p99 | not live 2 min after the stream | manifest generations per release | Argo CD CPU s per release | publish p50 (CI side) |\n|---|---|---|---|---|---|---|---|\n")
 		for _, f := range r.Feeds {
 			s := f.Stream
 			if s == nil || s.Releases == 0 {
