@@ -137,15 +137,10 @@ func Parse(data []byte) (*Policy, error) {
 	var errs []error
 	seen := map[string]bool{}
 	for i, r := range f.Rules {
-		where := fmt.Sprintf("policy: rule %d (prefix %q)", i+1, r.Prefix)
-		r.Prefix = strings.Trim(r.Prefix, "/")
-		if err := store.ValidatePrefix(r.Prefix); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", where, err))
-		}
-		if seen[r.Prefix] {
-			errs = append(errs, fmt.Errorf("%s: another rule has the same prefix", where))
-		}
-		seen[r.Prefix] = true
+		var where string
+		var perrs []error
+		r.Prefix, where, perrs = RulePrefix("policy", i, r.Prefix, seen)
+		errs = append(errs, perrs...)
 		if len(r.Projects) == 0 {
 			errs = append(errs, fmt.Errorf(`%s: no projects: list the Argo CD projects that may deploy these apps, or "*" for any`, where))
 		}
@@ -311,4 +306,22 @@ func list(items []string) string {
 		q[i] = fmt.Sprintf("%q", s)
 	}
 	return strings.Join(q, ", ")
+}
+
+// RulePrefix checks the prefix of rule i (from 0) of a policy file of
+// kind ("policy", "trust policy"): a valid app path prefix that no rule
+// before it has (seen records them). It returns the prefix trimmed of
+// slashes, how errors name the rule, and what is wrong with it.
+func RulePrefix(kind string, i int, prefix string, seen map[string]bool) (string, string, []error) {
+	where := fmt.Sprintf("%s: rule %d (prefix %q)", kind, i+1, prefix)
+	prefix = strings.Trim(prefix, "/")
+	var errs []error
+	if err := store.ValidatePrefix(prefix); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", where, err))
+	}
+	if seen[prefix] {
+		errs = append(errs, fmt.Errorf("%s: another rule has the same prefix", where))
+	}
+	seen[prefix] = true
+	return prefix, where, errs
 }

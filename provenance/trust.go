@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/bucketops/bucketops/policy"
-	"github.com/bucketops/bucketops/store"
 )
 
 // What a trust rule requires of the releases it covers.
@@ -107,15 +106,10 @@ func ParseTrustPolicy(ctx context.Context, data []byte, k *KMS) (*TrustPolicy, e
 	}
 	seen := map[string]bool{}
 	for i, r := range f.Rules {
-		where := fmt.Sprintf("trust policy: rule %d (prefix %q)", i+1, r.Prefix)
-		r.Prefix = strings.Trim(r.Prefix, "/")
-		if err := store.ValidatePrefix(r.Prefix); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", where, err))
-		}
-		if seen[r.Prefix] {
-			errs = append(errs, fmt.Errorf("%s: another rule has the same prefix", where))
-		}
-		seen[r.Prefix] = true
+		var where string
+		var perrs []error
+		r.Prefix, where, perrs = policy.RulePrefix("trust policy", i, r.Prefix, seen)
+		errs = append(errs, perrs...)
 		switch r.Require {
 		case RequireSigned, RequireWarn:
 			if len(r.KeyNames) == 0 {
