@@ -29,7 +29,7 @@ func startBucket(t *testing.T) *emulator.Emulator {
 	t.Cleanup(func() { emu.Close() })
 	t.Setenv("STORAGE_EMULATOR_HOST", emu.Host())
 	t.Setenv("BUCKETOPS_BUCKET", "gs://"+emu.Bucket())
-	for _, v := range []string{"GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE", "CIRCLECI", "JENKINS_URL", "BUILD_ID", "GITHUB_SHA", "CI_COMMIT_SHA"} {
+	for _, v := range []string{"GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE", "CIRCLECI", "JENKINS_URL", "BUILD_ID", "GITHUB_SHA", "CI_COMMIT_SHA", "GITHUB_STEP_SUMMARY"} {
 		t.Setenv(v, "")
 	}
 	return emu

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -12,6 +13,7 @@ import (
 func newPush(e *env) *cobra.Command {
 	var f publishFlags
 	var w waitFlags
+	var summaryFile string
 	cmd := &cobra.Command{
 		Use:   "push APP PATH|-",
 		Short: "Validate manifests and publish them as the app's new release",
@@ -29,8 +31,24 @@ failed to (exit 5), as bucketops wait does.`,
 		Example: `  bucketops push prod/payments ./rendered --sequence "$GITHUB_RUN_NUMBER"
   helm template ./chart | bucketops push prod/payments - --sequence 42 -o json`,
 		Args: args(cobra.ExactArgs(2)),
-		RunE: func(cmd *cobra.Command, a []string) error {
+		RunE: func(cmd *cobra.Command, a []string) (err error) {
 			app, path := a[0], a[1]
+			sum, err := openSummary(cmd, e, summaryFile)
+			if err != nil {
+				return err
+			}
+			// The summary gets a row whatever the outcome: a pipeline's
+			// reader wants to see the stale or failed push too.
+			row := summaryRow{app: app}
+			var published *store.Result
+			if sum != nil {
+				defer func() {
+					row.status = pushStatus(published, w.wait, err)
+					if werr := errors.Join(sum.add(row), sum.close()); werr != nil {
+						fmt.Fprintf(e.stderr, "bucketops: --summary: %v\n", werr)
+					}
+				}()
+			}
 			if err := store.ValidateApp(app); err != nil {
 				return err
 			}
@@ -50,6 +68,7 @@ failed to (exit 5), as bucketops wait does.`,
 			if err != nil {
 				return err
 			}
+			row.digest = rel.Digest
 			if err := checkRelease(pol, app, rel.Objects); err != nil {
 				return err
 			}
@@ -78,6 +97,7 @@ failed to (exit 5), as bucketops wait does.`,
 			if err != nil {
 				return err
 			}
+			published, row.generation, row.digest = &res, res.Generation, res.Digest
 			if !w.wait {
 				return e.printResult(res)
 			}
@@ -91,6 +111,7 @@ failed to (exit 5), as bucketops wait does.`,
 	}
 	f.register(cmd, true)
 	w.register(cmd, true)
+	cmd.Flags().StringVar(&summaryFile, "summary", "", "append a Markdown table row (app, generation, digest, status) to this file, whatever the outcome (default $GITHUB_STEP_SUMMARY)")
 	return cmd
 }
 
