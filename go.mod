@@ -20,6 +20,7 @@ require (
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/go-git/go-git/v5 v5.13.2
 	github.com/go-jose/go-jose/v4 v4.1.6
+	github.com/google/go-containerregistry v0.22.1
 	github.com/googleapis/gax-go/v2 v2.27.0
 	github.com/gorilla/securecookie v1.1.2
 	github.com/in-toto/attestation v1.2.0
