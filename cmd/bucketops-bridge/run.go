@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -67,6 +68,11 @@ type config struct {
 	generatorGitURL string
 	appsetConfigMap string
 	kubeconfig      string
+
+	// One-shot modes: print the version, or check the health of the bridge
+	// at --listen (a container's HEALTHCHECK), and exit.
+	printVersion bool
+	healthCheck  bool
 }
 
 // tokenFile is one --token-file ROLE=PATH.
@@ -77,8 +83,10 @@ type tokenFile struct {
 
 func (c config) Validate() error {
 	var errs []error
-	if _, _, err := net.SplitHostPort(c.listen); err != nil {
+	if _, port, err := net.SplitHostPort(c.listen); err != nil {
 		errs = append(errs, fmt.Errorf("--listen %q: want HOST:PORT (port 0 picks a free one): %w", c.listen, err))
+	} else if c.healthCheck && port == "0" {
+		errs = append(errs, errors.New("--health-check needs the --listen port the bridge was given, not 0"))
 	}
 	if c.bucket != "" {
 		if _, err := store.ParseLocation(c.bucket); err != nil {
@@ -136,7 +144,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("bucketops-bridge", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "HTTP listen address; port 0 picks a free one")
+	fs.StringVar(&c.listen, "listen", cmp.Or(os.Getenv("BUCKETOPS_LISTEN"), "127.0.0.1:8080"), "HTTP listen address; port 0 picks a free one (default $BUCKETOPS_LISTEN, else 127.0.0.1:8080)")
+	fs.BoolVar(&c.printVersion, "version", false, "print the version and exit")
+	fs.BoolVar(&c.healthCheck, "health-check", false, "GET /healthz from the bridge at --listen and exit 0 if it answers 200 within "+healthTimeout.String()+" (the image's HEALTHCHECK)")
 	fs.StringVar(&c.bucket, "bucket", "", "gs://BUCKET[/PREFIX] to serve; empty starts local mode with an embedded GCS emulator")
 	fs.StringVar(&c.dataDir, "data", "", "local mode: keep the bucket, history included, in this directory across restarts")
 	fs.StringVar(&c.seedDir, "seed", "", "local mode: publish every app directory under this one at start (examples/)")
@@ -189,6 +199,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	switch {
+	case cfg.printVersion:
+		return printVersion(stdout)
+	case cfg.healthCheck:
+		return webhook.CheckHealth(ctx, cfg.listen, healthTimeout)
 	}
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(cfg.logLevel))
