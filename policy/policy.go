@@ -325,3 +325,9 @@ func RulePrefix(kind string, i int, prefix string, seen map[string]bool) (string
 	seen[prefix] = true
 	return prefix, where, errs
 }
+
+// RuleCount is the number of rules, for a watcher's gauge and logs.
+func (p *Policy) RuleCount() int { return len(p.Rules) }
+
+// Version is the file's digest.
+func (p *Policy) Version() string { return p.Digest }

@@ -151,7 +151,7 @@ func sortedKeys(m map[string]string) []string {
 	return out
 }
 
-// TrustParser returns a parser for a policy.Watcher: it reads a trust
+// TrustParser returns a parser for a watch.Watcher: it reads a trust
 // policy file, fetching Cloud KMS public keys through k.
 func TrustParser(ctx context.Context, k *KMS) func([]byte) (*TrustPolicy, error) {
 	return func(data []byte) (*TrustPolicy, error) { return ParseTrustPolicy(ctx, data, k) }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/render/sopstest"
+	"github.com/bucketops/bucketops/secrets"
 )
 
 // mergeBomb is the review's reproduction of hole 4: levels of anchors, each
@@ -55,11 +56,11 @@ func TestMergeBombsAreRefusedAtOnce(t *testing.T) {
 		}})
 	})
 	t.Run("render", func(t *testing.T) {
-		d, err := render.NewDecrypter(nil)
+		d, err := secrets.NewDecrypter(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = d.Render([]byte("# Source: bomb.yaml\n"+doc), render.Options{App: "prod/bomb"})
+		_, err = d.Render([]byte("# Source: bomb.yaml\n"+doc), secrets.Options{App: "prod/bomb"})
 		checkInputError(t, err, reject{file: "bomb.yaml", document: 1, says: []string{"(line 8)", "aliases expand to"}})
 	})
 }
@@ -147,16 +148,16 @@ func TestAliasLimits(t *testing.T) {
 		// back as a DecryptError.
 		keys := sopstest.NewAgeKeys(t, 1)
 		secret := string(sopstest.EncryptSecret(t, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\nstringData:\n  p: x\n", keys[0].Recipient().String()))
-		d, err := render.NewDecrypter(sopstest.KeyFile(keys...))
+		d, err := secrets.NewDecrypter(sopstest.KeyFile(keys...))
 		if err != nil {
 			t.Fatal(err)
 		}
 		checked := false
-		_, err = d.Render([]byte("# Source: s.yaml\n"+laughs(secret, 9, 10)), render.Options{
+		_, err = d.Render([]byte("# Source: s.yaml\n"+laughs(secret, 9, 10)), secrets.Options{
 			App:   "prod/s",
 			Check: func([]render.Object) error { checked = true; return nil },
 		})
-		var de *render.DecryptError
+		var de *secrets.DecryptError
 		if errors.As(err, &de) || checked {
 			t.Fatalf("%v; want the alias limit's InputError, before any decryption", err)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/render/sopstest"
+	"github.com/bucketops/bucketops/secrets"
 )
 
 // BenchmarkRenderMemory reports the peak heap one render of a release
@@ -22,7 +23,7 @@ import (
 // per few bytes); a SOPS Secret every 20 objects in both.
 func BenchmarkRenderMemory(b *testing.B) {
 	keys := sopstest.NewAgeKeys(b, 1)
-	d, err := render.NewDecrypter(sopstest.KeyFile(keys...))
+	d, err := secrets.NewDecrypter(sopstest.KeyFile(keys...))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func BenchmarkRenderMemory(b *testing.B) {
 							}
 						}
 					})
-					out, err := d.Render(data, render.Options{App: "bench/app"})
+					out, err := d.Render(data, secrets.Options{App: "bench/app"})
 					close(stop)
 					wg.Wait()
 					if err != nil || len(out.Objects) != len(rel.Objects) {

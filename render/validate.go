@@ -54,8 +54,8 @@ func (d *document) object(expanded *int64) (Object, error) {
 	if root.Kind != yaml.MappingNode {
 		return Object{}, d.fail("", "must be a mapping (a Kubernetes object), not "+describe(root), identityHint)
 	}
-	// Before anything follows an alias, sops included: Render parses a
-	// release before it decrypts anything.
+	// Before anything follows an alias, sops included: the decrypting
+	// render (package secrets) parses a release before it decrypts anything.
 	aliases := measureAliases(root)
 	if at, problem := aliases.problem(); problem != "" {
 		e := d.fail("", problem, aliasHint)

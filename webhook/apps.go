@@ -10,6 +10,7 @@ import (
 
 	"github.com/bucketops/bucketops/policy"
 	"github.com/bucketops/bucketops/render"
+	"github.com/bucketops/bucketops/secrets"
 	"github.com/bucketops/bucketops/store"
 )
 
@@ -92,7 +93,7 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, ref store.Re
 }
 
 func classify(ref store.Ref, err error) (int, string) {
-	var decryptErr *render.DecryptError
+	var decryptErr *secrets.DecryptError
 	var violation *policy.Violation
 	var untrusted *UntrustedError
 	switch {

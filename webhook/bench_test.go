@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/render/sopstest"
+	"github.com/bucketops/bucketops/secrets"
 	"github.com/bucketops/bucketops/store/storetest"
 )
 
@@ -18,7 +18,7 @@ import (
 // share one render, as they do in production.
 func BenchmarkManifests(b *testing.B) {
 	keys := sopstest.NewAgeKeys(b, 1)
-	dec, err := render.NewDecrypter(sopstest.KeyFile(keys...))
+	dec, err := secrets.NewDecrypter(sopstest.KeyFile(keys...))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/bucketops/bucketops/deploy"
 	"github.com/bucketops/bucketops/deploy/argocdtest"
 	"github.com/bucketops/bucketops/gitview"
-	"github.com/bucketops/bucketops/render"
+	"github.com/bucketops/bucketops/secrets"
 	"github.com/bucketops/bucketops/store/storetest"
 	"github.com/bucketops/bucketops/webhook"
 	"github.com/bucketops/bucketops/webhook/pushtest"
@@ -74,7 +74,7 @@ func newDeployBridge(t *testing.T) *deployBridge {
 		<-done
 	})
 	issuer := pushtest.NewIssuer(t)
-	dec, err := render.NewDecrypter(nil)
+	dec, err := secrets.NewDecrypter(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

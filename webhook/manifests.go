@@ -12,6 +12,7 @@ import (
 	"github.com/bucketops/bucketops/policy"
 	"github.com/bucketops/bucketops/provenance"
 	"github.com/bucketops/bucketops/render"
+	"github.com/bucketops/bucketops/secrets"
 	"github.com/bucketops/bucketops/store"
 )
 
@@ -150,7 +151,7 @@ func (s *Server) render(ctx context.Context, ref store.Ref, size int64, check ad
 	if err := check.copied(rel); err != nil {
 		return rendered{}, err
 	}
-	opts := render.Options{App: rel.App, Tombstone: rel.Kind == store.KindTombstone}
+	opts := secrets.Options{App: rel.App, Tombstone: rel.Kind == store.KindTombstone}
 	if check.rule != nil {
 		// What the rule refuses whoever asks is refused before anything
 		// is decrypted; the destination is checked per request.

@@ -8,18 +8,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bucketops/bucketops/render"
+	"github.com/bucketops/bucketops/secrets"
 	"github.com/bucketops/bucketops/store/storetest"
 	"github.com/bucketops/bucketops/webhook"
 )
 
 // gauged is the real decrypter, counting the renders running at once.
 type gauged struct {
-	*render.Decrypter
+	*secrets.Decrypter
 	running, peak atomic.Int64
 }
 
-func (g *gauged) Render(data []byte, opts render.Options) (render.Output, error) {
+func (g *gauged) Render(data []byte, opts secrets.Options) (secrets.Output, error) {
 	n := g.running.Add(1)
 	defer g.running.Add(-1)
 	for p := g.peak.Load(); n > p && !g.peak.CompareAndSwap(p, n); p = g.peak.Load() {
@@ -33,7 +33,7 @@ func (g *gauged) Render(data []byte, opts render.Options) (render.Output, error)
 // at once than the budget holds, and a release larger than the whole
 // budget still renders, alone.
 func TestColdRendersAreAdmittedByMemory(t *testing.T) {
-	dec, err := render.NewDecrypter(nil)
+	dec, err := secrets.NewDecrypter(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestColdRendersAreAdmittedByMemory(t *testing.T) {
 // A render that can't get memory within the request's time answers 503
 // with a reason Argo CD shows and retries, not a hang.
 func TestRenderWaitingForMemoryGivesUp(t *testing.T) {
-	dec, err := render.NewDecrypter(nil)
+	dec, err := secrets.NewDecrypter(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,12 +102,12 @@ func TestRenderWaitingForMemoryGivesUp(t *testing.T) {
 
 // blocking is the real decrypter, held until block closes.
 type blocking struct {
-	*render.Decrypter
+	*secrets.Decrypter
 	block   chan struct{}
 	started chan struct{}
 }
 
-func (b *blocking) Render(data []byte, opts render.Options) (render.Output, error) {
+func (b *blocking) Render(data []byte, opts secrets.Options) (secrets.Output, error) {
 	select {
 	case b.started <- struct{}{}:
 	default:

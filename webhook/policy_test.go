@@ -19,9 +19,9 @@ import (
 
 	"github.com/bucketops/bucketops/deploy"
 	"github.com/bucketops/bucketops/deploy/argocdtest"
-	"github.com/bucketops/bucketops/policy"
-	"github.com/bucketops/bucketops/render"
+	"github.com/bucketops/bucketops/policy/watch"
 	"github.com/bucketops/bucketops/render/sopstest"
+	"github.com/bucketops/bucketops/secrets"
 	"github.com/bucketops/bucketops/store"
 	"github.com/bucketops/bucketops/store/storetest"
 	"github.com/bucketops/bucketops/webhook"
@@ -61,7 +61,7 @@ func teamSecret(ns, password string) string {
 func newTenants(t *testing.T, withPolicy bool) *tenants {
 	t.Helper()
 	keys := sopstest.NewAgeKeys(t, 2)
-	dec, err := render.NewDecrypter(sopstest.KeyFile(keys...))
+	dec, err := secrets.NewDecrypter(sopstest.KeyFile(keys...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func newTenants(t *testing.T, withPolicy bool) *tenants {
 		if err := os.WriteFile(file, fmt.Appendf(nil, tenantsPolicy, tn.keyA, tn.keyB), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		w, err := policy.NewTenancyWatcher(file, slog.New(slog.DiscardHandler), reg)
+		w, err := watch.Tenancy(file, slog.New(slog.DiscardHandler), reg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -30,7 +30,7 @@ import (
 	"github.com/bucketops/bucketops/deploy"
 	"github.com/bucketops/bucketops/policy"
 	"github.com/bucketops/bucketops/provenance"
-	"github.com/bucketops/bucketops/render"
+	"github.com/bucketops/bucketops/secrets"
 	"github.com/bucketops/bucketops/store"
 )
 
@@ -46,15 +46,15 @@ type Releases interface {
 
 // Renderer turns a stored release into what Argo CD applies.
 type Renderer interface {
-	Render(data []byte, opts render.Options) (render.Output, error)
+	Render(data []byte, opts secrets.Options) (secrets.Output, error)
 }
 
-// Policies hands out the tenancy policy in force (policy.Watcher).
+// Policies hands out the tenancy policy in force (watch.Watcher).
 type Policies interface {
 	Current() *policy.Policy
 }
 
-// Trusts hands out the trust policy in force (a policy.Watcher of
+// Trusts hands out the trust policy in force (a watch.Watcher of
 // provenance.TrustPolicy).
 type Trusts interface {
 	Current() *provenance.TrustPolicy

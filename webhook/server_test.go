@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bucketops/bucketops/render"
+	"github.com/bucketops/bucketops/secrets"
 	"github.com/bucketops/bucketops/store"
 	"github.com/bucketops/bucketops/store/storetest"
 	"github.com/bucketops/bucketops/webhook"
@@ -30,29 +31,29 @@ type bridge struct {
 	store  *store.Store
 }
 
-func newBridge(t testing.TB, dec *render.Decrypter) *bridge {
+func newBridge(t testing.TB, dec *secrets.Decrypter) *bridge {
 	t.Helper()
 	return serveBridge(t, storetest.New(t, true), dec)
 }
 
 // serveBridge serves a bridge, with a cache of its own, over bucket b.
-func serveBridge(t testing.TB, b *storetest.Bucket, dec *render.Decrypter) *bridge {
+func serveBridge(t testing.TB, b *storetest.Bucket, dec *secrets.Decrypter) *bridge {
 	t.Helper()
 	return serveBridgeWithCache(t, b, dec, 64<<20)
 }
 
-func serveBridgeWithCache(t testing.TB, b *storetest.Bucket, dec *render.Decrypter, cacheBytes int64) *bridge {
+func serveBridgeWithCache(t testing.TB, b *storetest.Bucket, dec *secrets.Decrypter, cacheBytes int64) *bridge {
 	t.Helper()
 	return serveBridgeConfig(t, b, dec, func(c *webhook.Config) { c.CacheBytes = cacheBytes })
 }
 
 // serveBridgeConfig serves a bridge whose configuration configure changes.
-func serveBridgeConfig(t testing.TB, b *storetest.Bucket, dec *render.Decrypter, configure func(*webhook.Config)) *bridge {
+func serveBridgeConfig(t testing.TB, b *storetest.Bucket, dec *secrets.Decrypter, configure func(*webhook.Config)) *bridge {
 	t.Helper()
 	st := b.Store(t, "")
 	if dec == nil {
 		var err error
-		if dec, err = render.NewDecrypter(nil); err != nil {
+		if dec, err = secrets.NewDecrypter(nil); err != nil {
 			t.Fatal(err)
 		}
 	}

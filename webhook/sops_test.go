@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/render/sopstest"
+	"github.com/bucketops/bucketops/secrets"
 )
 
 // secret is a Secret whose values only the app's key can read.
@@ -20,7 +20,7 @@ func secret(app, value string) string {
 func TestConcurrentRendersOfEncryptedAppsAreIdentical(t *testing.T) {
 	const apps, renders = 8, 64
 	keys := sopstest.NewAgeKeys(t, apps)
-	dec, err := render.NewDecrypter(sopstest.KeyFile(keys...))
+	dec, err := secrets.NewDecrypter(sopstest.KeyFile(keys...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestConcurrentRendersOfEncryptedAppsAreIdentical(t *testing.T) {
 
 func TestEncryptedReleasesThatCannotBeDecryptedFailClosed(t *testing.T) {
 	keys := sopstest.NewAgeKeys(t, 2)
-	dec, err := render.NewDecrypter(sopstest.KeyFile(keys[0]))
+	dec, err := secrets.NewDecrypter(sopstest.KeyFile(keys[0]))
 	if err != nil {
 		t.Fatal(err)
 	}

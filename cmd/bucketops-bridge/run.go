@@ -29,8 +29,10 @@ import (
 	"github.com/bucketops/bucketops/emulator"
 	"github.com/bucketops/bucketops/gitview"
 	"github.com/bucketops/bucketops/policy"
+	"github.com/bucketops/bucketops/policy/watch"
 	"github.com/bucketops/bucketops/provenance"
 	"github.com/bucketops/bucketops/render"
+	"github.com/bucketops/bucketops/secrets"
 	"github.com/bucketops/bucketops/store"
 	"github.com/bucketops/bucketops/ui"
 	"github.com/bucketops/bucketops/webhook"
@@ -211,7 +213,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 
 	// Keys once, at start: a bridge that can't decrypt shouldn't look ready.
-	decrypter, err := render.LoadDecrypter(cfg.ageKeyFile)
+	decrypter, err := secrets.LoadDecrypter(cfg.ageKeyFile)
 	if err != nil {
 		return fmt.Errorf("--age-key-file: %w", err)
 	}
@@ -259,7 +261,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 type bridge struct {
 	cfg       config
 	log       *slog.Logger
-	decrypter *render.Decrypter
+	decrypter *secrets.Decrypter
 	tokens    []webhook.Token
 	stdout    io.Writer
 }
@@ -369,21 +371,21 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 	if err != nil {
 		return err
 	}
-	var watcher *policy.Watcher[*policy.Policy]
+	var watcher *watch.Watcher[*policy.Policy]
 	var pol webhook.Policies
 	var callers webhook.Callers
 	if b.cfg.policyFile != "" {
-		if watcher, err = policy.NewTenancyWatcher(b.cfg.policyFile, b.log.With("component", "policy"), reg); err != nil {
+		if watcher, err = watch.Tenancy(b.cfg.policyFile, b.log.With("component", "policy"), reg); err != nil {
 			return usageError{err}
 		}
 		b.log.Info("tenancy policy in force", "path", b.cfg.policyFile, "rules", watcher.Current().RuleCount(), "version", watcher.Current().Version())
 		pol, callers = watcher, deployer
 	}
-	var trust *policy.Watcher[*provenance.TrustPolicy]
+	var trust *watch.Watcher[*provenance.TrustPolicy]
 	if b.cfg.trustFile != "" {
 		k := &provenance.KMS{}
 		defer k.Close()
-		if trust, err = policy.NewWatcher("trust", b.cfg.trustFile, provenance.TrustParser(ctx, k), b.log.With("component", "trust"), reg); err != nil {
+		if trust, err = watch.New("trust", b.cfg.trustFile, provenance.TrustParser(ctx, k), b.log.With("component", "trust"), reg); err != nil {
 			return usageError{err}
 		}
 		b.log.Info("trust policy in force", "path", b.cfg.trustFile, "rules", trust.Current().RuleCount(), "version", trust.Current().Version())
@@ -568,7 +570,7 @@ func seed(ctx context.Context, st *store.Store, dir string, log *slog.Logger) er
 }
 
 // trusts keeps a nil watcher a nil interface: no trust policy.
-func trusts(w *policy.Watcher[*provenance.TrustPolicy]) webhook.Trusts {
+func trusts(w *watch.Watcher[*provenance.TrustPolicy]) webhook.Trusts {
 	if w == nil {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bucketops/bucketops/render"
+	"github.com/bucketops/bucketops/secrets"
 	"github.com/bucketops/bucketops/store"
 	"github.com/bucketops/bucketops/store/storetest"
 	"github.com/bucketops/bucketops/webhook"
@@ -37,7 +38,7 @@ func startAPIWith(t *testing.T, amend func(*webhook.Config)) (*store.Store, *sto
 	t.Helper()
 	b := storetest.New(t, true)
 	st := b.Store(t, "")
-	dec, err := render.NewDecrypter(nil)
+	dec, err := secrets.NewDecrypter(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

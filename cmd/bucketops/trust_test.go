@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 
-	"github.com/bucketops/bucketops/policy"
+	"github.com/bucketops/bucketops/policy/watch"
 	"github.com/bucketops/bucketops/provenance"
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/store"
@@ -59,7 +59,7 @@ func TestPluginRefusesUntrustedReleases(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	var bucket *storetest.Bucket
 	st, bucket := startAPIWith(t, func(c *webhook.Config) {
-		w, err := policy.NewWatcher("trust", trustPolicy(t, signer.Public()), provenance.TrustParser(t.Context(), nil), slog.New(slog.DiscardHandler), reg)
+		w, err := watch.New("trust", trustPolicy(t, signer.Public()), provenance.TrustParser(t.Context(), nil), slog.New(slog.DiscardHandler), reg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,6 +121,7 @@ func TestPluginRefusesUntrustedReleases(t *testing.T) {
 			evil := []byte(configMap("a", "evil"))
 			bucket.Rewrite(t, object(app), evil)
 			bucket.EditMetadata(t, object(app), "bucketops-digest", store.Digest(evil))
+			bucket.EditMetadata(t, object(app), "bucketops-size", fmt.Sprint(len(evil)))
 		}, "metadata_mismatch"},
 		{"prod/edited", func(app string, _ []store.Release) {
 			bucket.EditMetadata(t, object(app), "bucketops-origin", "prod/x@1")

@@ -23,7 +23,7 @@ import (
 	"github.com/bucketops/bucketops/deploy"
 	"github.com/bucketops/bucketops/deploy/argocdtest"
 	"github.com/bucketops/bucketops/gitview"
-	"github.com/bucketops/bucketops/render"
+	"github.com/bucketops/bucketops/secrets"
 	"github.com/bucketops/bucketops/store"
 	"github.com/bucketops/bucketops/webhook"
 )
@@ -72,7 +72,7 @@ func startDeployRig(t *testing.T) *deployRig {
 		cancel()
 		<-done
 	})
-	dec, err := render.NewDecrypter(nil)
+	dec, err := secrets.NewDecrypter(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

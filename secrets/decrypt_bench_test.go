@@ -1,4 +1,4 @@
-package render_test
+package secrets_test
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bucketops/bucketops/render"
+	"github.com/bucketops/bucketops/secrets"
 )
 
 // benchRelease is a release of 200 objects, 20 of them Secrets encrypted
@@ -29,7 +29,7 @@ func benchRelease(b *testing.B) ([]byte, []byte) {
 // Secrets, alone and with 64 renders at once.
 func BenchmarkRender(b *testing.B) {
 	data, keys := benchRelease(b)
-	d, err := render.NewDecrypter(keys)
+	d, err := secrets.NewDecrypter(keys)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,17 @@
-package render
+// Package secrets owns the decrypting render: it turns a stored release
+// into what Argo CD applies, decrypting its SOPS documents in memory with
+// the age keys and the Cloud KMS access it was given, and nothing else.
+//
+// The contract that matters: a render writes no temporary file, reads and
+// sets no process-wide environment (no SOPS_AGE_KEY*, no ~/.config/sops),
+// is safe for any number of concurrent renders, and fails closed: a
+// document that can't be decrypted and verified fails the whole release
+// with an ErrDecrypt, never renders without it.
+//
+// The release format (parsing, encrypted-document detection, the keys a
+// document names) is package render's; the CLI, which only publishes,
+// links that and not the sops key services this package needs.
+package secrets
 
 import (
 	"bufio"
@@ -27,6 +40,8 @@ import (
 	"github.com/getsops/sops/v3/keys"
 	"github.com/getsops/sops/v3/keyservice"
 	sopsyaml "github.com/getsops/sops/v3/stores/yaml"
+
+	"github.com/bucketops/bucketops/render"
 )
 
 // ErrDecrypt is wrapped by every failure to decrypt a SOPS document.
@@ -59,7 +74,7 @@ type DecryptError struct {
 	// Source is the document's "# Source:" path.
 	Source string
 	// Document is the 1-based index of the document among those of Source,
-	// as in InputError, so "secret.yaml: document 2" is the second document
+	// as in render.InputError, so "secret.yaml: document 2" is the second document
 	// of secret.yaml.
 	Document int
 	// Object is the object's identity, such as "Secret pay/db", or "" if
@@ -197,7 +212,7 @@ type Options struct {
 	AllowKey func(keyType, id string) bool
 	// Check, when not nil, judges the release's objects as stored, before
 	// anything is decrypted; its error is Render's.
-	Check func(objs []Object) error
+	Check func(objs []render.Object) error
 }
 
 // Output is a rendered release.
@@ -206,7 +221,7 @@ type Output struct {
 	Body []byte
 	// Objects are the release's objects as stored: encrypted documents
 	// with their ciphertext, identities as read before decryption.
-	Objects []Object
+	Objects []render.Object
 }
 
 // Render turns a stored release into what Argo CD applies: it parses data
@@ -220,7 +235,7 @@ type Output struct {
 func (d *Decrypter) Render(data []byte, opts Options) (Output, error) {
 	if opts.Tombstone {
 		if len(data) != 0 {
-			return Output{}, &InputError{
+			return Output{}, &render.InputError{
 				Problem: fmt.Sprintf("a tombstone release must be empty, this one holds %d bytes", len(data)),
 				Hint:    "the release was written by something other than bucketops retire",
 			}
@@ -228,12 +243,12 @@ func (d *Decrypter) Render(data []byte, opts Options) (Output, error) {
 		return Output{Body: []byte{}}, nil
 	}
 	if len(data) == 0 {
-		return Output{}, &InputError{
+		return Output{}, &render.InputError{
 			Problem: "the release is empty but is not a tombstone",
 			Hint:    "refusing to render nothing, which would prune every object of the app; retire an app with bucketops retire",
 		}
 	}
-	rel, err := Parse(data)
+	rel, err := render.Parse(data)
 	if err != nil {
 		return Output{}, err
 	}
@@ -283,7 +298,7 @@ func (d *Decrypter) Render(data []byte, opts Options) (Output, error) {
 }
 
 // objectName is the object's name for a DecryptError: "" when encrypted.
-func objectName(o Object) string {
+func objectName(o render.Object) string {
 	if o.APIVersion == "" {
 		return ""
 	}
@@ -291,9 +306,9 @@ func objectName(o Object) string {
 }
 
 // decrypt decrypts the n-th document of its source and validates the result.
-func (d *Decrypter) decrypt(o Object, n int, opts Options) (dec Object, err error) {
-	fail := func(reason, detail string) (Object, error) {
-		return Object{}, &DecryptError{Source: o.Source, Document: n, Object: objectName(o), Reason: reason, Detail: oneLine(detail)}
+func (d *Decrypter) decrypt(o render.Object, n int, opts Options) (dec render.Object, err error) {
+	fail := func(reason, detail string) (render.Object, error) {
+		return render.Object{}, &DecryptError{Source: o.Source, Document: n, Object: objectName(o), Reason: reason, Detail: oneLine(detail)}
 	}
 	// sops was written for a CLI that exits on failure; in a server, hostile
 	// input must be an error, never a crash (aes.Cipher panics on a value
@@ -353,9 +368,9 @@ func (d *Decrypter) decrypt(o Object, n int, opts Options) (dec Object, err erro
 	// checked like one that was never encrypted. A comment line ends the
 	// text given to Parse, which trims trailing blank lines: they belong to
 	// the value of a |+ block scalar that sops may end the document with.
-	rel, err := Parse(append(slices.Clip(plain), "#\n"...))
+	rel, err := render.Parse(append(slices.Clip(plain), "#\n"...))
 	if err != nil {
-		var ie *InputError
+		var ie *render.InputError
 		if errors.As(err, &ie) {
 			return fail(ReasonInvalidDocument, strings.TrimPrefix(ie.Field+": "+ie.Problem, ": "))
 		}

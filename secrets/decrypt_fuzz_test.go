@@ -1,4 +1,4 @@
-package render_test
+package secrets_test
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/bucketops/bucketops/render"
+	"github.com/bucketops/bucketops/secrets"
 )
 
 // fuzzKey is a throwaway age identity, public key
@@ -22,7 +23,7 @@ func FuzzDecrypt(f *testing.F) {
 	// A mutation can name a GCP KMS key: no credentials, so it fails at once
 	// rather than probing for a metadata server.
 	f.Setenv("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/credentials.json")
-	d, err := render.NewDecrypter([]byte(fuzzKey))
+	d, err := secrets.NewDecrypter([]byte(fuzzKey))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func FuzzDecrypt(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		out, err := renderBytes(d, data, false)
 		if err != nil {
-			if !errors.Is(err, render.ErrDecrypt) && !errors.Is(err, render.ErrInvalid) {
+			if !errors.Is(err, secrets.ErrDecrypt) && !errors.Is(err, render.ErrInvalid) {
 				t.Fatalf("rejected with %v, neither an ErrDecrypt nor an ErrInvalid", err)
 			}
 			if out != nil {

@@ -1,4 +1,11 @@
-package policy
+// Package watch keeps a policy file in force while the bridge runs: it
+// reads the file again when it changes and keeps the previous version when
+// the new one doesn't parse, with reloads and rules counted in Prometheus.
+//
+// The contract: Current never returns a policy that failed to parse, and a
+// watcher never starts without a policy. It is the bridge's; the CLI reads
+// policies with package policy alone and links no metrics.
+package watch
 
 import (
 	"bytes"
@@ -11,6 +18,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bucketops/bucketops/policy"
 )
 
 // Document is what a Watcher keeps in force: a parsed policy file that
@@ -19,12 +28,6 @@ type Document interface {
 	RuleCount() int
 	Version() string
 }
-
-// RuleCount is the number of rules, for the watcher's gauge and logs.
-func (p *Policy) RuleCount() int { return len(p.Rules) }
-
-// Version is the file's digest.
-func (p *Policy) Version() string { return p.Digest }
 
 // Watcher holds a policy read from a file and reads the file again when
 // it changes (a ConfigMap update swaps the mounted file). A file that no
@@ -45,10 +48,10 @@ type Watcher[T Document] struct {
 	last []byte // the file's content when last read, whether it parsed or not
 }
 
-// NewWatcher loads the policy file at path with parse; a file that can't
+// New loads the policy file at path with parse; a file that can't
 // be read or parsed is an error: a bridge must not start without the
 // policy it was given. name ("tenancy", "trust") labels the metrics.
-func NewWatcher[T Document](name, path string, parse func([]byte) (T, error), log *slog.Logger, reg prometheus.Registerer) (*Watcher[T], error) {
+func New[T Document](name, path string, parse func([]byte) (T, error), log *slog.Logger, reg prometheus.Registerer) (*Watcher[T], error) {
 	labels := prometheus.Labels{"policy": name}
 	w := &Watcher[T]{
 		name:  name,
@@ -133,7 +136,7 @@ func (w *Watcher[T]) Run(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// NewTenancyWatcher watches the tenancy policy file at path.
-func NewTenancyWatcher(path string, log *slog.Logger, reg prometheus.Registerer) (*Watcher[*Policy], error) {
-	return NewWatcher("tenancy", path, Parse, log, reg)
+// Tenancy watches the tenancy policy file at path.
+func Tenancy(path string, log *slog.Logger, reg prometheus.Registerer) (*Watcher[*policy.Policy], error) {
+	return New("tenancy", path, policy.Parse, log, reg)
 }

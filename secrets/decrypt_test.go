@@ -1,4 +1,4 @@
-package render_test
+package secrets_test
 
 import (
 	"bytes"
@@ -19,17 +19,12 @@ import (
 	"filippo.io/age"
 
 	"github.com/bucketops/bucketops/render"
+	"github.com/bucketops/bucketops/secrets"
 )
 
-const (
-	dbSecret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: pay\ntype: Opaque\nstringData:\n  password: hunter2\n  url: postgres://db:5432/pay\n"
-	settings = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: pay\ndata:\n  mode: live\n"
-	api      = "# the API\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\n  namespace: pay\nspec:\n  replicas: 2\n"
-)
-
-func newDecrypter(t testing.TB, ids ...*age.X25519Identity) *render.Decrypter {
+func newDecrypter(t testing.TB, ids ...*age.X25519Identity) *secrets.Decrypter {
 	t.Helper()
-	d, err := render.NewDecrypter(keyFile(ids...))
+	d, err := secrets.NewDecrypter(keyFile(ids...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,14 +192,14 @@ func TestKeysComeOnlyFromTheDecrypter(t *testing.T) {
 	t.Setenv("SOPS_AGE_KEY_FILE", keys)
 	t.Setenv("SOPS_AGE_KEY", ids[0].String())
 
-	for name, d := range map[string]*render.Decrypter{
+	for name, d := range map[string]*secrets.Decrypter{
 		"a decrypter with another key": newDecrypter(t, ids[1]),
 		"a decrypter with no key":      newDecrypter(t),
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := renderBytes(d, data, false)
-			var de *render.DecryptError
-			if !errors.As(err, &de) || de.Reason != render.ReasonNoKey {
+			var de *secrets.DecryptError
+			if !errors.As(err, &de) || de.Reason != secrets.ReasonNoKey {
 				t.Fatalf("error %v, want no_key: the keys in the environment must not be used", err)
 			}
 		})
@@ -222,11 +217,11 @@ func TestDecryptErrorSaysWhatWasTriedAndWhatIsHeld(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Errorf("error:\n%v\nwant:\n%s", err, want)
 	}
-	var de *render.DecryptError
-	if !errors.As(err, &de) || !errors.Is(err, render.ErrDecrypt) {
+	var de *secrets.DecryptError
+	if !errors.As(err, &de) || !errors.Is(err, secrets.ErrDecrypt) {
 		t.Fatalf("%v is not a *DecryptError wrapping ErrDecrypt", err)
 	}
-	if de.Source != "secret.yaml" || de.Document != 2 || de.Object != "Secret pay/db" || de.Reason != render.ReasonNoKey {
+	if de.Source != "secret.yaml" || de.Document != 2 || de.Object != "Secret pay/db" || de.Reason != secrets.ReasonNoKey {
 		t.Errorf("%+v", de)
 	}
 }
@@ -244,8 +239,8 @@ func TestDecryptErrorListsEveryKeyTried(t *testing.T) {
 		"    kms:\n        - arn: "+awsKey+"\n          created_at: \"2026-01-02T03:04:05Z\"\n          enc: AQICAHg=\n          aws_profile: \"\"\n", 1)
 
 	_, err := renderBytes(newDecrypter(t, ids[1]), releaseStream(relDoc{"secret.yaml", withKMS}), false)
-	var de *render.DecryptError
-	if !errors.As(err, &de) || de.Reason != render.ReasonNoKey {
+	var de *secrets.DecryptError
+	if !errors.As(err, &de) || de.Reason != secrets.ReasonNoKey {
 		t.Fatalf("error %v, want no_key", err)
 	}
 	for _, w := range []string{
@@ -268,7 +263,7 @@ func TestPostQuantumAgeKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := render.NewDecrypter([]byte(id.String() + "\n"))
+	d, err := secrets.NewDecrypter([]byte(id.String() + "\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,28 +310,28 @@ func TestDecryptFailures(t *testing.T) {
 		// before is the document of a.yaml, ahead of b.yaml's two.
 		before string
 	}{
-		{"a document for other keys", other, render.ReasonNoKey, "Secret pay/db", "this bridge holds age keys for " + me, api},
-		{"a value changed", flip(value, secret), render.ReasonMACMismatch, "Secret pay/db", "a value was changed after encryption", api},
-		{"a plain field changed", strings.Replace(secret, "type: Opaque", "type: kubernetes.io/tls", 1), render.ReasonMACMismatch, "Secret pay/db", "does not match the mac", api},
-		{"a value removed", regexp.MustCompile(`    url: ENC\[.*\]\n`).ReplaceAllString(secret, ""), render.ReasonMACMismatch, "Secret pay/db", "does not match the mac", api},
-		{"a value renamed", strings.Replace(secret, "    url: ENC[", "    uri: ENC[", 1), render.ReasonMACMismatch, "Secret pay/db", "a value was changed after encryption", api},
-		{"a corrupted mac", flip(mac, secret), render.ReasonMACMismatch, "Secret pay/db", "the mac does not decrypt", api},
-		{"lastmodified changed", lastModified.ReplaceAllString(secret, `lastmodified: "2020-01-01T00:00:00Z"`), render.ReasonMACMismatch, "Secret pay/db", "the mac does not decrypt", api},
-		{"lastmodified missing", lastModified.ReplaceAllString(secret, ""), render.ReasonBadMetadata, "Secret pay/db", "sops cannot read it", api},
-		{"a bad enc", enc.ReplaceAllString(secret, "enc: not age\n"), render.ReasonBadMetadata, "Secret pay/db", "the data key encrypted for age recipient " + me + " is unreadable", api},
-		{"an enc from another document", enc.ReplaceAllString(secret, enc.FindString(string(encryptSecret(t, dbSecret, me)))), render.ReasonMACMismatch, "Secret pay/db", "", api},
-		{"no key at all", regexp.MustCompile(`(?s)    age:\n.*?recipient: age1[a-z0-9]+\n`).ReplaceAllString(secret, ""), render.ReasonBadMetadata, "Secret pay/db", "No keys found", api},
-		{"two encryption rules", strings.Replace(secret, "sops:\n", "sops:\n    unencrypted_suffix: _plain\n", 1), render.ReasonBadMetadata, "Secret pay/db", "more than one", api},
-		{"a document without kind", string(noKind), render.ReasonInvalidDocument, "", "kind: missing", api},
-		{"an encrypted document without kind", string(noKindOpaque), render.ReasonInvalidDocument, "", "kind: missing", api},
-		{"an encrypted identity already used", string(dupOpaque), render.ReasonInvalidDocument, "", "Secret pay/db is already defined in a.yaml document 1", dbSecret},
+		{"a document for other keys", other, secrets.ReasonNoKey, "Secret pay/db", "this bridge holds age keys for " + me, api},
+		{"a value changed", flip(value, secret), secrets.ReasonMACMismatch, "Secret pay/db", "a value was changed after encryption", api},
+		{"a plain field changed", strings.Replace(secret, "type: Opaque", "type: kubernetes.io/tls", 1), secrets.ReasonMACMismatch, "Secret pay/db", "does not match the mac", api},
+		{"a value removed", regexp.MustCompile(`    url: ENC\[.*\]\n`).ReplaceAllString(secret, ""), secrets.ReasonMACMismatch, "Secret pay/db", "does not match the mac", api},
+		{"a value renamed", strings.Replace(secret, "    url: ENC[", "    uri: ENC[", 1), secrets.ReasonMACMismatch, "Secret pay/db", "a value was changed after encryption", api},
+		{"a corrupted mac", flip(mac, secret), secrets.ReasonMACMismatch, "Secret pay/db", "the mac does not decrypt", api},
+		{"lastmodified changed", lastModified.ReplaceAllString(secret, `lastmodified: "2020-01-01T00:00:00Z"`), secrets.ReasonMACMismatch, "Secret pay/db", "the mac does not decrypt", api},
+		{"lastmodified missing", lastModified.ReplaceAllString(secret, ""), secrets.ReasonBadMetadata, "Secret pay/db", "sops cannot read it", api},
+		{"a bad enc", enc.ReplaceAllString(secret, "enc: not age\n"), secrets.ReasonBadMetadata, "Secret pay/db", "the data key encrypted for age recipient " + me + " is unreadable", api},
+		{"an enc from another document", enc.ReplaceAllString(secret, enc.FindString(string(encryptSecret(t, dbSecret, me)))), secrets.ReasonMACMismatch, "Secret pay/db", "", api},
+		{"no key at all", regexp.MustCompile(`(?s)    age:\n.*?recipient: age1[a-z0-9]+\n`).ReplaceAllString(secret, ""), secrets.ReasonBadMetadata, "Secret pay/db", "No keys found", api},
+		{"two encryption rules", strings.Replace(secret, "sops:\n", "sops:\n    unencrypted_suffix: _plain\n", 1), secrets.ReasonBadMetadata, "Secret pay/db", "more than one", api},
+		{"a document without kind", string(noKind), secrets.ReasonInvalidDocument, "", "kind: missing", api},
+		{"an encrypted document without kind", string(noKindOpaque), secrets.ReasonInvalidDocument, "", "kind: missing", api},
+		{"an encrypted identity already used", string(dupOpaque), secrets.ReasonInvalidDocument, "", "Secret pay/db is already defined in a.yaml document 1", dbSecret},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			data := releaseStream(relDoc{"a.yaml", c.before}, relDoc{"b.yaml", settings}, relDoc{"b.yaml", c.body})
 			out, err := renderBytes(d, data, false)
-			var de *render.DecryptError
-			if !errors.Is(err, render.ErrDecrypt) || !errors.As(err, &de) {
+			var de *secrets.DecryptError
+			if !errors.Is(err, secrets.ErrDecrypt) || !errors.As(err, &de) {
 				t.Fatalf("rendered %q, %v; want a *DecryptError wrapping ErrDecrypt", out, err)
 			}
 			if out != nil {
@@ -389,7 +384,7 @@ func TestRenderRefusesToRenderNothing(t *testing.T) {
 func TestNewDecrypter(t *testing.T) {
 	ids := newAgeKeys(t, 3)
 	file := "# a comment\n\n" + ids[2].String() + "\r\n  " + ids[0].String() + "  \n" + string(keyFile(ids[1], ids[0]))
-	d, err := render.NewDecrypter([]byte(file))
+	d, err := secrets.NewDecrypter([]byte(file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +404,7 @@ func TestNewDecrypter(t *testing.T) {
 		{"an SSH key", "\n\n-----BEGIN OPENSSH PRIVATE KEY-----\n", "line 3:"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := render.NewDecrypter([]byte(c.file))
+			_, err := secrets.NewDecrypter([]byte(c.file))
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error %v, want %q", err, c.want)
 			}
@@ -422,7 +417,7 @@ func TestNewDecrypter(t *testing.T) {
 	}
 
 	for _, empty := range []string{"", "\n# only comments\n"} {
-		d, err := render.NewDecrypter([]byte(empty))
+		d, err := secrets.NewDecrypter([]byte(empty))
 		if err != nil || len(d.Recipients()) != 0 {
 			t.Errorf("key file %q: %v, %v; want a decrypter with no age key", empty, d, err)
 		}
@@ -436,21 +431,21 @@ func TestLoadDecrypter(t *testing.T) {
 	if err := os.WriteFile(path, keyFile(ids...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d, err := render.LoadDecrypter(path)
+	d, err := secrets.LoadDecrypter(path)
 	if err != nil || !slices.Equal(d.Recipients(), recipientsOf(ids...)) {
 		t.Errorf("%v, %v", d, err)
 	}
-	if d, err := render.LoadDecrypter(""); err != nil || len(d.Recipients()) != 0 {
+	if d, err := secrets.LoadDecrypter(""); err != nil || len(d.Recipients()) != 0 {
 		t.Errorf("no key file: %v, %v", d, err)
 	}
-	if _, err := render.LoadDecrypter(filepath.Join(dir, "missing.txt")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := secrets.LoadDecrypter(filepath.Join(dir, "missing.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a missing key file: %v", err)
 	}
 	empty := filepath.Join(dir, "empty.txt")
 	if err := os.WriteFile(empty, []byte("# keys go here\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := render.LoadDecrypter(empty); err == nil || !strings.Contains(err.Error(), "holds no age secret key") {
+	if _, err := secrets.LoadDecrypter(empty); err == nil || !strings.Contains(err.Error(), "holds no age secret key") {
 		t.Errorf("a key file without keys: %v", err)
 	}
 }
@@ -481,15 +476,15 @@ func TestAKeyHolderCannotCrashTheBridge(t *testing.T) {
 	// sops' aes.Cipher panics on a value of type bytes; its error for a value
 	// of type int quotes the cleartext.
 	for typ, reason := range map[string]string{
-		"bytes":    render.ReasonInvalidDocument,
-		"int":      render.ReasonMACMismatch,
-		"comment":  render.ReasonMACMismatch,
-		"nonsense": render.ReasonMACMismatch,
+		"bytes":    secrets.ReasonInvalidDocument,
+		"int":      secrets.ReasonMACMismatch,
+		"comment":  secrets.ReasonMACMismatch,
+		"nonsense": secrets.ReasonMACMismatch,
 	} {
 		t.Run("a value of type "+typ, func(t *testing.T) {
 			forged := password.ReplaceAllString(string(secret), "password: "+forgeValue(t, dataKey, "stringData:password:", "hunter2", typ))
 			_, err := renderBytes(newDecrypter(t, ids...), releaseStream(relDoc{"s.yaml", forged}), false)
-			var de *render.DecryptError
+			var de *secrets.DecryptError
 			if !errors.As(err, &de) || de.Reason != reason {
 				t.Fatalf("error %v, want a *DecryptError for %s", err, reason)
 			}
@@ -501,8 +496,8 @@ func TestAKeyHolderCannotCrashTheBridge(t *testing.T) {
 }
 
 // renderBytes renders data for an app with no tenancy policy.
-func renderBytes(d *render.Decrypter, data []byte, tombstone bool) ([]byte, error) {
-	out, err := d.Render(data, render.Options{App: "test/app", Tombstone: tombstone})
+func renderBytes(d *secrets.Decrypter, data []byte, tombstone bool) ([]byte, error) {
+	out, err := d.Render(data, secrets.Options{App: "test/app", Tombstone: tombstone})
 	return out.Body, err
 }
 
@@ -519,15 +514,15 @@ func TestRenderTriesOnlyTheKeysItIsAllowed(t *testing.T) {
 		asked = append(asked, keyType+" "+id)
 		return keyType == "age" && id == teamB
 	}
-	_, err := d.Render(data, render.Options{App: "team-b/app", AllowKey: onlyB})
-	var de *render.DecryptError
-	if !errors.As(err, &de) || de.Reason != render.ReasonNoKey || !strings.Contains(err.Error(), "tenancy policy allows for team-b/app") || !strings.Contains(err.Error(), teamA) {
+	_, err := d.Render(data, secrets.Options{App: "team-b/app", AllowKey: onlyB})
+	var de *secrets.DecryptError
+	if !errors.As(err, &de) || de.Reason != secrets.ReasonNoKey || !strings.Contains(err.Error(), "tenancy policy allows for team-b/app") || !strings.Contains(err.Error(), teamA) {
 		t.Errorf("team A's Secret rendered for team B: %v; want no_key naming the policy and team A's recipient", err)
 	}
 	if !slices.Equal(asked, []string{"age " + teamA}) {
 		t.Errorf("keys asked about: %q, want team A's recipient only", asked)
 	}
-	out, err := d.Render(data, render.Options{App: "team-a/app", AllowKey: func(_, id string) bool { return id == teamA }})
+	out, err := d.Render(data, secrets.Options{App: "team-a/app", AllowKey: func(_, id string) bool { return id == teamA }})
 	if err != nil || !bytes.Contains(out.Body, []byte("hunter2")) || len(out.Objects) != 1 || out.Objects[0].Name != "db" || !out.Objects[0].Encrypted {
 		t.Errorf("team A's Secret for team A: %v; objects %+v", err, out.Objects)
 	}
