@@ -11,6 +11,10 @@
 // The release format (parsing, encrypted-document detection, the keys a
 // document names) is package render's; the CLI, which only publishes,
 // links that and not the sops key services this package needs.
+//
+// What a render returns, decrypted Secrets included, Argo CD caches in its
+// Redis: deploy Redis with auth and TLS and a network policy that admits
+// only Argo CD's components (docs/tenancy.md).
 package secrets
 
 import (
