@@ -42,7 +42,8 @@ type Publication struct {
 	// anything else is ErrConflict.
 	IfGeneration *int64
 
-	mustExist bool // Retire: refuse an app that has no release
+	mustExist bool  // Retire: refuse an app that has no release
+	size      int64 // bucketops-size: the stream's length, uncompressed
 }
 
 // Result is what Publish did.
@@ -61,7 +62,11 @@ type Result struct {
 }
 
 // Publish writes p as the new head of app unless the head already holds the
-// same bytes at the same or a higher sequence. It reads the head's
+// same bytes at the same or a higher sequence. The object is stored
+// compressed (Content-Encoding zstd) with its uncompressed length in
+// bucketops-size; the digest is over the uncompressed stream, so the same
+// manifests have the same digest whether stored compressed or not (a
+// tombstone is stored empty, uncompressed). It reads the head's
 // attributes, refuses a stale or conflicting release, and writes with a
 // generation precondition; when another writer got there first (412), or
 // GCS asked to slow down (429, 5xx), it waits, reads again and retries,
@@ -82,8 +87,10 @@ func (s *Store) Publish(ctx context.Context, app string, p Publication) (Result,
 	if len(p.Data) > MaxReleaseBytes {
 		return Result{}, fmt.Errorf("publish %s: %w: the release is %d bytes, more than the limit of %d; split the manifests into several apps", app, ErrTooLarge, len(p.Data), MaxReleaseBytes)
 	}
+	p.size = int64(len(p.Data))
+	stored, encoding := compress(p.Data)
 	return s.publish(ctx, app, p, Digest(p.Data), func(ctx context.Context, cond storage.Conditions, meta map[string]string) (*storage.ObjectAttrs, error) {
-		return s.upload(ctx, app, cond, meta, p.Data)
+		return s.upload(ctx, app, cond, meta, stored, encoding)
 	})
 }
 
@@ -302,7 +309,7 @@ func newPublishID() (string, error) {
 }
 
 func metadata(digest string, seq uint64, id string, p Publication) map[string]string {
-	m := map[string]string{metaDigest: digest, metaKind: p.Kind, metaResources: strconv.Itoa(p.Resources), metaPublishID: id}
+	m := map[string]string{metaDigest: digest, metaKind: p.Kind, metaResources: strconv.Itoa(p.Resources), metaPublishID: id, metaSize: strconv.FormatInt(p.size, 10)}
 	set := func(k, v string) {
 		if v != "" {
 			m[k] = v
@@ -328,14 +335,15 @@ func metadataSize(m map[string]string) int {
 	return n
 }
 
-// upload writes data in a single request under cond. The upload is atomic:
-// GCS checks the CRC32C and makes the object visible only once complete.
-// Retries are publish's: it re-reads the head first, which a blind resend
-// of the upload would not.
-func (s *Store) upload(ctx context.Context, app string, cond storage.Conditions, meta map[string]string, data []byte) (*storage.ObjectAttrs, error) {
+// upload writes data, stored with encoding, in a single request under
+// cond. The upload is atomic: GCS checks the CRC32C (of the stored bytes)
+// and makes the object visible only once complete. Retries are publish's:
+// it re-reads the head first, which a blind resend of the upload would not.
+func (s *Store) upload(ctx context.Context, app string, cond storage.Conditions, meta map[string]string, data []byte, encoding string) (*storage.ObjectAttrs, error) {
 	w := s.bucket.Object(s.objectName(app)).Retryer(storage.WithPolicy(storage.RetryNever)).If(cond).NewWriter(ctx)
 	w.ChunkSize = 0 // one multipart request, no resumable session
 	w.ContentType = ContentType
+	w.ContentEncoding = encoding
 	w.CRC32C = crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli))
 	w.SendCRC32C = true
 	w.Metadata = meta
@@ -372,7 +380,9 @@ func (s *Store) sleep(ctx context.Context, attempt int) error {
 // Copy makes release src the new head of dst with a server-side copy,
 // recording src@generation as bucketops-origin: promote and rollback. The
 // source's bytes are checked against their digest first and the copy names
-// that exact generation, so a corrupt release is never copied. The write is
+// that exact generation, so a corrupt release is never copied. The copy is
+// stored as the source is, compressed or (a release from before
+// compression) not, with its uncompressed length in bucketops-size. The write is
 // conditional on dst's head generation like any publish. p carries the new
 // release's own author, message and sequence; Resources and Origin come from
 // the source, and Source too when p leaves it empty.
@@ -380,7 +390,7 @@ func (s *Store) Copy(ctx context.Context, src Ref, dst string, p Publication) (R
 	if err := ValidateApp(dst); err != nil {
 		return Result{}, err
 	}
-	rel, _, err := s.Read(ctx, src)
+	rel, data, err := s.Read(ctx, src)
 	if err != nil {
 		return Result{}, err
 	}
@@ -396,10 +406,14 @@ func (s *Store) Copy(ctx context.Context, src Ref, dst string, p Publication) (R
 	if p.Source == "" {
 		p.Source = rel.Source
 	}
+	p.size = int64(len(data))
 	from := s.bucket.Object(s.objectName(rel.App)).Generation(rel.Generation)
 	return s.publish(ctx, dst, p, rel.Digest, func(ctx context.Context, cond storage.Conditions, meta map[string]string) (*storage.ObjectAttrs, error) {
 		c := s.bucket.Object(s.objectName(dst)).Retryer(storage.WithPolicy(storage.RetryNever)).If(cond).CopierFrom(from)
 		c.ContentType = ContentType
+		// Named, not left to the rewrite's defaults: the copy's bytes are
+		// the source's, so must be its encoding.
+		c.ContentEncoding = rel.Encoding
 		c.Metadata = meta
 		return c.Run(ctx)
 	})

@@ -44,7 +44,11 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrStale: the head carries a higher sequence than the release offered.
 	ErrStale = errors.New("stale")
-	// ErrCorrupt: the stored bytes don't match their bucketops-digest.
+	// ErrCorrupt: the stored bytes are not a release bucketops wrote: they
+	// don't match their bucketops-digest, they are stored with a
+	// Content-Encoding bucketops doesn't write (anything but zstd or none),
+	// their zstd stream is damaged or inflates past MaxReleaseBytes, or
+	// they don't come to the length their bucketops-size records.
 	ErrCorrupt = errors.New("digest mismatch")
 	// ErrBucket: the bucket is missing or doesn't keep noncurrent versions.
 	ErrBucket = errors.New("bucket unusable")
@@ -60,8 +64,8 @@ var (
 const ObjectName = "manifests.yaml"
 
 // MaxReleaseBytes is the largest release Publish writes and Read loads
-// into memory, the same limit as render.MaxReleaseBytes: anything bigger
-// wasn't written by bucketops.
+// into memory, uncompressed, the same limit as render.MaxReleaseBytes:
+// anything bigger wasn't written by bucketops.
 const MaxReleaseBytes = 10 << 20
 
 // ContentType of every release object.
@@ -86,6 +90,7 @@ const (
 	metaPublishID = "bucketops-publish-id"
 	metaSignature = "bucketops-signature"
 	metaLabels    = "bucketops-labels"
+	metaSize      = "bucketops-size"
 )
 
 // Release describes one generation of an app's object, from its attributes.
@@ -104,7 +109,17 @@ type Release struct {
 	// templates to route the app.
 	Labels map[string]string `json:"labels,omitempty"`
 	Kind   string            `json:"kind"`
-	Size   int64             `json:"size"`
+	// Size is the release's length uncompressed, the stream the digest is
+	// over: its bucketops-size, or for a release from before compression
+	// the object's size. A compressed release that doesn't record it
+	// counts as MaxReleaseBytes, so that what admits renders by size never
+	// underestimates one.
+	Size int64 `json:"size"`
+	// StoredSize is the object's size in the bucket, compressed.
+	StoredSize int64 `json:"stored_size"`
+	// Encoding is the object's Content-Encoding: EncodingZstd, or empty
+	// for a release stored uncompressed (published before compression).
+	Encoding string `json:"encoding"`
 	// PublishID is the random id of the publish that wrote the release:
 	// how a writer recognises its own write after an error hid it.
 	PublishID string `json:"publish_id,omitempty"`
@@ -113,6 +128,10 @@ type Release struct {
 	Signature string `json:"-"`
 	// Current is true for the head, false for a noncurrent generation.
 	Current bool `json:"current"`
+
+	// sizeRecorded: Size is the release's bucketops-size, which Bytes
+	// checks the decompressed stream against.
+	sizeRecorded bool
 }
 
 // Ref returns app@generation.
@@ -255,7 +274,8 @@ func (s *Store) Stat(ctx context.Context, ref Ref) (Release, error) {
 }
 
 // Read returns the release ref names (the head when its generation is 0)
-// and its bytes, after checking them against the recorded digest.
+// and its bytes, decompressed, after checking them against the recorded
+// digest.
 func (s *Store) Read(ctx context.Context, ref Ref) (Release, []byte, error) {
 	if err := ValidateApp(ref.App); err != nil {
 		return Release{}, nil, err
@@ -275,27 +295,50 @@ func (s *Store) Read(ctx context.Context, ref Ref) (Release, []byte, error) {
 	if err != nil {
 		return rel, nil, err
 	}
+	// Exact now, also for a compressed release that didn't record it.
+	rel.Size = int64(len(data))
 	return rel, data, nil
 }
 
 // Bytes reads the bytes of rel, a release whose attributes the caller
-// already holds (Head, Stat, History), and checks them against its digest:
-// one request.
+// already holds (Head, Stat, History), decompresses them and checks the
+// stream against its digest and recorded size: one request. An encoding
+// bucketops doesn't write is refused from rel alone, before any request.
 func (s *Store) Bytes(ctx context.Context, rel Release) ([]byte, error) {
+	if err := checkEncoding(rel); err != nil {
+		return nil, fmt.Errorf("read %s: %w", rel.Ref(), err)
+	}
 	r, err := s.object(rel.App).Generation(rel.Generation).NewReader(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", rel.Ref(), s.translate(ctx, err))
 	}
 	defer r.Close()
-	data, err := io.ReadAll(io.LimitReader(r, MaxReleaseBytes+1))
+	// The encoding may have been changed in place (a metadata update keeps
+	// the generation) since rel's attributes were read: decoding with the
+	// wrong one would only fail later, or not at all for gzip.
+	if enc := r.Attrs.ContentEncoding; enc != "" && enc != rel.Encoding {
+		return nil, fmt.Errorf("read %s: %w: the object is served with Content-Encoding %q, its attributes said %q; it was changed behind bucketops' back, publish it again", rel.Ref(), ErrCorrupt, enc, rel.Encoding)
+	}
+	limit := int64(MaxReleaseBytes)
+	if rel.Encoding != "" {
+		limit = maxStoredBytes
+	}
+	raw, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", rel.Ref(), s.translate(ctx, err))
 	}
-	if len(data) > MaxReleaseBytes {
-		return nil, fmt.Errorf("read %s: %w: the object is larger than %d bytes, no release is", rel.Ref(), ErrCorrupt, MaxReleaseBytes)
+	if int64(len(raw)) > limit {
+		return nil, fmt.Errorf("read %s: %w: the object is larger than %d bytes, no release is", rel.Ref(), ErrCorrupt, limit)
+	}
+	data, err := decompress(raw, rel.Encoding)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", rel.Ref(), err)
 	}
 	if got := Digest(data); got != rel.Digest {
 		return nil, fmt.Errorf("read %s: %w: the object holds %s but its %s says %q; it was written behind bucketops' back, publish it again", rel.Ref(), ErrCorrupt, got, metaDigest, rel.Digest)
+	}
+	if rel.sizeRecorded && int64(len(data)) != rel.Size {
+		return nil, fmt.Errorf("read %s: %w: the object holds %d bytes but its %s says %d; it was changed behind bucketops' back, publish it again", rel.Ref(), ErrCorrupt, len(data), metaSize, rel.Size)
 	}
 	return data, nil
 }
@@ -366,7 +409,7 @@ func HeadAt(newestFirst []Release, t time.Time) (Release, bool) {
 func (s *Store) versions(ctx context.Context, app string, fn func(Release) bool) error {
 	name := s.objectName(app)
 	q := &storage.Query{Prefix: name, Versions: true}
-	if err := q.SetAttrSelection([]string{"Name", "Generation", "Created", "Deleted", "Size", "Metadata"}); err != nil {
+	if err := q.SetAttrSelection([]string{"Name", "Generation", "Created", "Deleted", "Size", "ContentEncoding", "Metadata"}); err != nil {
 		return err
 	}
 	it := s.bucket.Objects(ctx, q)
@@ -502,6 +545,8 @@ func (s *Store) release(app string, attrs *storage.ObjectAttrs, current bool) Re
 		Labels:     ParseLabels(m[metaLabels]),
 		Kind:       m[metaKind],
 		Size:       attrs.Size,
+		StoredSize: attrs.Size,
+		Encoding:   attrs.ContentEncoding,
 		PublishID:  m[metaPublishID],
 		Signature:  m[metaSignature],
 		Current:    current,
@@ -516,6 +561,11 @@ func (s *Store) release(app string, attrs *storage.ObjectAttrs, current bool) Re
 	}
 	if v, err := strconv.Atoi(m[metaResources]); err == nil {
 		r.Resources = v
+	}
+	if v, err := strconv.ParseInt(m[metaSize], 10, 64); err == nil && v >= 0 {
+		r.Size, r.sizeRecorded = v, true
+	} else if r.Encoding != "" {
+		r.Size = MaxReleaseBytes
 	}
 	return r
 }

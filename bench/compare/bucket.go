@@ -13,6 +13,7 @@ import (
 
 	"cloud.google.com/go/storage"
 	"github.com/fsouza/fake-gcs-server/fakestorage"
+	"github.com/klauspost/compress/zstd"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 
@@ -122,12 +123,28 @@ func (t *bucketTarget) State(ctx context.Context, app string) ([]byte, int, erro
 	if err != nil {
 		return nil, 0, fmt.Errorf("read the head of %s: %w", app, err)
 	}
+	switch enc := r.Attrs.ContentEncoding; enc {
+	case "":
+	case "zstd":
+		d, err := zstd.NewReader(nil)
+		if err != nil {
+			return nil, 0, err
+		}
+		data, err = d.DecodeAll(data, nil)
+		d.Close()
+		if err != nil {
+			return nil, 0, fmt.Errorf("read the head of %s: %w", app, err)
+		}
+	default:
+		return nil, 0, fmt.Errorf("read the head of %s: Content-Encoding %q, which store never writes", app, enc)
+	}
 	n := 0
 	err = t.versions(ctx, app, func(*storage.ObjectAttrs) { n++ })
 	return data, n, err
 }
 
-// Size sums the sizes of every generation in the bucket.
+// Size sums the sizes of every generation in the bucket, as stored
+// (compressed): what GCS bills.
 func (t *bucketTarget) Size(ctx context.Context) (int64, int64, error) {
 	var total int64
 	err := t.versions(ctx, "", func(a *storage.ObjectAttrs) { total += a.Size })

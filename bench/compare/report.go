@@ -174,14 +174,7 @@ func renderHeadline(b *strings.Builder, r *Results) {
 	// enforce GCS's one write per second to an object (see Concurrent
 	// writers). p50, not p99: a row has writers × releases samples, and its
 	// p99 is one starved writer.
-	var most *Row
-	for i := range r.Concurrency {
-		row := &r.Concurrency[i]
-		if !row.SameApp && (most == nil || row.Writers > most.Writers) {
-			most = row
-		}
-	}
-	if most != nil {
+	if most := widestRow(r); most != nil {
 		cells(fmt.Sprintf("throughput, %s", rowLabel(*most)), throughput(*most))
 		cells(fmt.Sprintf("publish p50, %s", rowLabel(*most)), latency(*most, 50))
 	}
@@ -297,7 +290,7 @@ func renderSize(b *strings.Builder, r *Results) {
 	if len(r.Size) == 2 {
 		fmt.Fprintf(b, "%s ", sizeVerdict(r.Size[0], r.Size[1]))
 	}
-	fmt.Fprintf(b, "git compresses, and after gc stores each release as a delta against the one before; a bucket stores every release whole, uncompressed, and that is what GCS bills. ")
+	fmt.Fprintf(b, "git compresses, and after gc stores each release as a delta against the one before; a bucket stores every release whole, each zstd-compressed on its own with no delta against the one before, and that is what GCS bills. ")
 	fmt.Fprintf(b, "In exchange a release is one object read away, whatever the history.\n\n")
 }
 

@@ -125,6 +125,12 @@ type publishOutput struct {
 	Kind       string `json:"kind"`
 	Origin     string `json:"origin,omitempty"`
 	Unchanged  bool   `json:"unchanged"`
+	// Size is the manifest stream's length, StoredSize the object's, as
+	// Encoding stores it ("zstd", or "" for a release from before
+	// compression that promote or rollback copied).
+	Size       int64  `json:"size"`
+	StoredSize int64  `json:"stored_size"`
+	Encoding   string `json:"encoding"`
 	// SupersededBy: the release was published, but a newer one replaced it
 	// before push could confirm its write.
 	SupersededBy int64 `json:"superseded_by,omitempty"`
@@ -135,7 +141,7 @@ func (e *env) printResult(res store.Result) error {
 		return e.printJSON(publishOutput{
 			App: res.App, Generation: res.Generation, Digest: res.Digest, Sequence: res.Sequence,
 			Resources: res.Resources, Kind: res.Kind, Origin: res.Origin, Unchanged: res.Unchanged,
-			SupersededBy: res.SupersededBy,
+			Size: res.Size, StoredSize: res.StoredSize, Encoding: res.Encoding, SupersededBy: res.SupersededBy,
 		})
 	}
 	verb := "published"

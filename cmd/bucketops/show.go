@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -13,10 +15,12 @@ func newShow(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show APP[@GENERATION]",
 		Short: "Show a release: its record and its manifests",
-		Long: `show prints a release's record (who, when, from what) and its manifests, after
-checking the bytes against their recorded digest. SOPS-encrypted documents are
-shown as stored, encrypted. Without @GENERATION it shows the head. The commit
-is the release's revision in the bridge's git view, the SHA Argo CD shows.`,
+		Long: `show prints a release's record (who, when, from what, its size and how it is
+stored) and its manifests, after decompressing them and checking them against
+their recorded digest. SOPS-encrypted documents are shown as stored, encrypted.
+Without @GENERATION it shows the head. The commit is the release's revision in
+the bridge's git view, the SHA Argo CD shows. --raw prints the manifest stream
+alone, decompressed: its sha256 is the digest.`,
 		Example: `  bucketops show prod/payments
   bucketops show prod/payments@1733150000000000 --raw > release.yaml`,
 		Args: args(cobra.ExactArgs(1)),
@@ -68,6 +72,7 @@ is the release's revision in the bridge's git view, the SHA Argo CD shows.`,
 				{"message", orDash(rel.Message)},
 				{"resources", fmt.Sprint(rel.Resources)},
 				{"digest", rel.Digest},
+				{"size", sizeLine(rel)},
 			} {
 				fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
 			}
@@ -81,6 +86,29 @@ is the release's revision in the bridge's git view, the SHA Argo CD shows.`,
 			return err
 		},
 	}
-	cmd.Flags().BoolVar(&raw, "raw", false, "print only the stored bytes, exactly (digest checked)")
+	cmd.Flags().BoolVar(&raw, "raw", false, "print only the manifest stream, decompressed, exactly (digest checked)")
 	return cmd
+}
+
+// sizeLine says how long a release is and what the bucket holds of it:
+// "51,200 bytes (12,034 stored, zstd)".
+func sizeLine(rel store.Release) string {
+	stored := "stored uncompressed"
+	if rel.Encoding != "" {
+		stored = thousands(rel.StoredSize) + " stored, " + rel.Encoding
+	}
+	return thousands(rel.Size) + " bytes (" + stored + ")"
+}
+
+// thousands writes n, a size, with a comma between groups of three digits.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }

@@ -139,6 +139,21 @@ func (b *Bucket) Put(t testing.TB, name string, data []byte, metadata map[string
 	}
 }
 
+// PutEncoded is Put of bytes stored with a Content-Encoding: a release
+// from a tool that compresses its own way, or a damaged compressed one.
+func (b *Bucket) PutEncoded(t testing.TB, name string, data []byte, encoding string, metadata map[string]string) {
+	t.Helper()
+	w := b.Client.Bucket(BucketName).Object(name).NewWriter(t.Context())
+	w.ContentEncoding = encoding
+	w.Metadata = metadata
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // What someone with write access to the bucket can do behind bucketops'
 // back, through the GCS API: each makes a new generation or changes one,
 // as a tampering test needs.
