@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +17,52 @@ import (
 	"github.com/bucketops/bucketops/deploy/argocdtest"
 )
 
+// argoRig is a bridge in local mode wired to a fake Argo CD built from Argo
+// CD's own gRPC interfaces.
+type argoRig struct {
+	*bridgeProc
+	argo *argocdtest.Server
+	// token is local mode's bearer token, of both roles.
+	token string
+}
+
+// startWithArgoCD starts a fake Argo CD holding one plugin Application for
+// app, named for its last segment, that follows main in the app's git view
+// as Argo CD resolves it (go-git's ls-remote with local mode's token), and
+// a bridge in local mode that refreshes and syncs it (--sync) on the
+// bucket's notifications alone (no polling). A refresh leaves the
+// Application out of sync and a sync makes it Synced and Healthy, so
+// push --wait exits 0.
+func startWithArgoCD(t *testing.T, app string, args ...string) *argoRig {
+	t.Helper()
+	argo := argocdtest.New(t)
+	name := path.Base(app)
+	argo.Put(argocdtest.PluginApp(name, "", app))
+	settings := argo.ArgoCD(t)
+	b := startBridge(t, append([]string{"--argocd-server", settings.Server, "--argocd-token-file", settings.TokenFile,
+		"--argocd-plaintext", "--sync", "--poll-interval", "0"}, args...)...)
+	r := &argoRig{bridgeProc: b, argo: argo}
+	for _, kv := range b.env {
+		if file, ok := strings.CutPrefix(kv, "BUCKETOPS_TOKEN_FILE="); ok {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.token = strings.TrimSpace(string(data))
+		}
+	}
+	argo.Update("", name, func(a *v1alpha1.Application) {
+		a.Spec.Source.RepoURL, a.Spec.Source.TargetRevision = b.url+"/git/"+app+".git", "main"
+	})
+	argo.Resolve(argocdtest.LsRemote("argocd", r.token))
+	argo.OnRefresh(func(a *v1alpha1.Application) {
+		now := metav1.Now()
+		a.Status.ReconciledAt = &now
+		a.Status.Sync.Status = v1alpha1.SyncStatusCodeOutOfSync
+	})
+	return r
+}
+
 // TestLocalModeNotifiesArgoCD runs the production path in local mode: the
 // CLI publishes to the embedded bucket, whose notification reaches the
 // in-process Pub/Sub, whose subscription the bridge pulls; the bridge
@@ -24,26 +71,8 @@ import (
 // as the plugin would; push --wait exits 0. Polling is off, so only the
 // notification can have done it.
 func TestLocalModeNotifiesArgoCD(t *testing.T) {
-	argo := argocdtest.New(t)
-	argo.Put(argocdtest.PluginApp("guestbook", "", "dev/guestbook"))
-	settings := argo.ArgoCD(t)
-	b := startBridge(t, "--argocd-server", settings.Server, "--argocd-token-file", settings.TokenFile,
-		"--argocd-plaintext", "--sync", "--poll-interval", "0")
-
-	var token string
-	for _, kv := range b.env {
-		if path, ok := strings.CutPrefix(kv, "BUCKETOPS_TOKEN_FILE="); ok {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			token = strings.TrimSpace(string(data))
-		}
-	}
-	argo.Update("", "guestbook", func(a *v1alpha1.Application) {
-		a.Spec.Source.RepoURL, a.Spec.Source.TargetRevision = b.url+"/git/dev/guestbook.git", "main"
-	})
-	argo.Resolve(argocdtest.LsRemote("argocd", token))
+	r := startWithArgoCD(t, "dev/guestbook")
+	b, argo, token := r.bridgeProc, r.argo, r.token
 	served := make(chan string, 16)
 	argo.OnRefresh(func(a *v1alpha1.Application) {
 		req, _ := http.NewRequest(http.MethodGet, b.url+"/v1/apps/dev/guestbook/-/manifests", nil)
