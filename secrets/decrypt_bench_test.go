@@ -16,11 +16,11 @@ func benchRelease(b *testing.B) ([]byte, []byte) {
 	var docs []relDoc
 	for i := range 180 {
 		body := fmt.Sprintf("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: svc-%d\n  namespace: pay\n  labels:\n    app: svc-%d\nspec:\n  replicas: 2\n  selector:\n    matchLabels:\n      app: svc-%d\n  template:\n    metadata:\n      labels:\n        app: svc-%d\n    spec:\n      containers:\n        - name: app\n          image: registry.example.com/svc:%d\n          args: [\"--port=8080\", \"--log=json\"]\n          resources:\n            requests: {cpu: 100m, memory: 128Mi}\n", i, i, i, i, i)
-		docs = append(docs, relDoc{fmt.Sprintf("deploy/svc-%03d.yaml", i), body})
+		docs = append(docs, relDoc{Source: fmt.Sprintf("deploy/svc-%03d.yaml", i), Body: body})
 	}
 	for i := range 20 {
 		plain := fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds-%d\n  namespace: pay\ntype: Opaque\nstringData:\n  username: user-%d\n  password: %s\n  url: postgres://db-%d:5432/pay\n  token: %s\n", i, i, strings.Repeat("p", 32), i, strings.Repeat("t", 64))
-		docs = append(docs, relDoc{fmt.Sprintf("secrets/creds-%02d.yaml", i), string(encryptSecret(b, plain, recipientsOf(ids[i%2], ids[2])...))})
+		docs = append(docs, relDoc{Source: fmt.Sprintf("secrets/creds-%02d.yaml", i), Body: string(encryptSecret(b, plain, recipientsOf(ids[i%2], ids[2])...))})
 	}
 	return releaseStream(docs...), keyFile(ids[2:]...)
 }

@@ -31,7 +31,7 @@ func FuzzDecrypt(f *testing.F) {
 	secret := encryptSecret(f, dbSecret, me)
 	opaque, _ := sopsEncrypt(f, settings, "", me)
 	f.Add(secret)
-	f.Add(releaseStream(relDoc{"app.yaml", api}, relDoc{"secret.yaml", string(secret)}, relDoc{"cm.yaml", string(opaque)}))
+	f.Add(releaseStream(relDoc{Source: "app.yaml", Body: api}, relDoc{Source: "secret.yaml", Body: string(secret)}, relDoc{Source: "cm.yaml", Body: string(opaque)}))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		out, err := renderBytes(d, data, false)

@@ -38,10 +38,10 @@ func TestRenderDecryptsSOPSDocumentsInMemory(t *testing.T) {
 	// Fully encrypted: its identity can only be read once decrypted.
 	opaque, _ := sopsEncrypt(t, strings.ReplaceAll(dbSecret, "name: db", "name: opaque"), "", recipientsOf(ids[0])...)
 	data := releaseStream(
-		relDoc{"app.yaml", settings},
-		relDoc{"app.yaml", api},
-		relDoc{"secrets/db.yaml", string(secret)},
-		relDoc{"secrets/opaque.yaml", string(opaque)},
+		relDoc{Source: "app.yaml", Body: settings},
+		relDoc{Source: "app.yaml", Body: api},
+		relDoc{Source: "secrets/db.yaml", Body: string(secret)},
+		relDoc{Source: "secrets/opaque.yaml", Body: string(opaque)},
 	)
 
 	out, err := renderBytes(d, data, false)
@@ -85,7 +85,7 @@ func TestRenderKeepsValuesSOPSCanEndADocumentWith(t *testing.T) {
 	// A |+ block scalar keeps its trailing blank lines, which a release
 	// otherwise trims from the end of a document.
 	plain := dbSecret + "  ca.crt: |+\n    -----BEGIN CERTIFICATE-----\n    MIIB\n    -----END CERTIFICATE-----\n\n\n"
-	out, err := renderBytes(newDecrypter(t, ids...), releaseStream(relDoc{"s.yaml", string(encryptSecret(t, plain, recipientsOf(ids...)...))}), false)
+	out, err := renderBytes(newDecrypter(t, ids...), releaseStream(relDoc{Source: "s.yaml", Body: string(encryptSecret(t, plain, recipientsOf(ids...)...))}), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,8 +118,8 @@ func TestConcurrentRendersAreIsolated(t *testing.T) {
 			plain := strings.ReplaceAll(dbSecret, "hunter2", fmt.Sprintf("release-%d-secret-%d", i, j))
 			plain = strings.ReplaceAll(plain, "name: db", fmt.Sprintf("name: db-%d", j))
 			docs = append(docs,
-				relDoc{fmt.Sprintf("cm-%d.yaml", j), strings.ReplaceAll(settings, "name: settings", fmt.Sprintf("name: settings-%d", j))},
-				relDoc{fmt.Sprintf("secret-%d.yaml", j), string(encryptSecret(t, plain, recipientsOf(id)...))})
+				relDoc{Source: fmt.Sprintf("cm-%d.yaml", j), Body: strings.ReplaceAll(settings, "name: settings", fmt.Sprintf("name: settings-%d", j))},
+				relDoc{Source: fmt.Sprintf("secret-%d.yaml", j), Body: string(encryptSecret(t, plain, recipientsOf(id)...))})
 		}
 		releases[i] = releaseStream(docs...)
 	}
@@ -176,7 +176,7 @@ func TestConcurrentRendersAreIsolated(t *testing.T) {
 func TestKeysComeOnlyFromTheDecrypter(t *testing.T) {
 	ids := newAgeKeys(t, 2)
 	secret := encryptSecret(t, dbSecret, recipientsOf(ids[0])...)
-	data := releaseStream(relDoc{"secret.yaml", string(secret)})
+	data := releaseStream(relDoc{Source: "secret.yaml", Body: string(secret)})
 
 	// Every place sops itself would read age keys from holds the right one.
 	home := t.TempDir()
@@ -210,7 +210,7 @@ func TestDecryptErrorSaysWhatWasTriedAndWhatIsHeld(t *testing.T) {
 	ids := newAgeKeys(t, 3)
 	r := recipientsOf(ids...)
 	secret := encryptSecret(t, dbSecret, r[0], r[1])
-	data := releaseStream(relDoc{"secret.yaml", settings}, relDoc{"secret.yaml", string(secret)})
+	data := releaseStream(relDoc{Source: "secret.yaml", Body: settings}, relDoc{Source: "secret.yaml", Body: string(secret)})
 
 	_, err := renderBytes(newDecrypter(t, ids[2]), data, false)
 	want := fmt.Sprintf("secret.yaml: document 2 (Secret pay/db): no key fits: the document is encrypted for age recipients %s, %s; this bridge holds age keys for %s", r[0], r[1], r[2])
@@ -238,7 +238,7 @@ func TestDecryptErrorListsEveryKeyTried(t *testing.T) {
 		"    gcp_kms:\n        - resource_id: "+gcpKey+"\n          created_at: \"2026-01-02T03:04:05Z\"\n          enc: CiQAbc==\n"+
 		"    kms:\n        - arn: "+awsKey+"\n          created_at: \"2026-01-02T03:04:05Z\"\n          enc: AQICAHg=\n          aws_profile: \"\"\n", 1)
 
-	_, err := renderBytes(newDecrypter(t, ids[1]), releaseStream(relDoc{"secret.yaml", withKMS}), false)
+	_, err := renderBytes(newDecrypter(t, ids[1]), releaseStream(relDoc{Source: "secret.yaml", Body: withKMS}), false)
 	var de *secrets.DecryptError
 	if !errors.As(err, &de) || de.Reason != secrets.ReasonNoKey {
 		t.Fatalf("error %v, want no_key", err)
@@ -271,7 +271,7 @@ func TestPostQuantumAgeKeys(t *testing.T) {
 		t.Errorf("recipients %v", got)
 	}
 	secret := encryptSecret(t, dbSecret, id.Recipient().String())
-	out, err := renderBytes(d, releaseStream(relDoc{"s.yaml", string(secret)}), false)
+	out, err := renderBytes(d, releaseStream(relDoc{Source: "s.yaml", Body: string(secret)}), false)
 	if err != nil || !strings.Contains(string(out), "password: hunter2\n") {
 		t.Errorf("%v\n%s", err, out)
 	}
@@ -328,7 +328,7 @@ func TestDecryptFailures(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			data := releaseStream(relDoc{"a.yaml", c.before}, relDoc{"b.yaml", settings}, relDoc{"b.yaml", c.body})
+			data := releaseStream(relDoc{Source: "a.yaml", Body: c.before}, relDoc{Source: "b.yaml", Body: settings}, relDoc{Source: "b.yaml", Body: c.body})
 			out, err := renderBytes(d, data, false)
 			var de *secrets.DecryptError
 			if !errors.Is(err, secrets.ErrDecrypt) || !errors.As(err, &de) {
@@ -483,7 +483,7 @@ func TestAKeyHolderCannotCrashTheBridge(t *testing.T) {
 	} {
 		t.Run("a value of type "+typ, func(t *testing.T) {
 			forged := password.ReplaceAllString(string(secret), "password: "+forgeValue(t, dataKey, "stringData:password:", "hunter2", typ))
-			_, err := renderBytes(newDecrypter(t, ids...), releaseStream(relDoc{"s.yaml", forged}), false)
+			_, err := renderBytes(newDecrypter(t, ids...), releaseStream(relDoc{Source: "s.yaml", Body: forged}), false)
 			var de *secrets.DecryptError
 			if !errors.As(err, &de) || de.Reason != reason {
 				t.Fatalf("error %v, want a *DecryptError for %s", err, reason)
@@ -508,7 +508,7 @@ func TestRenderTriesOnlyTheKeysItIsAllowed(t *testing.T) {
 	ids := newAgeKeys(t, 2)
 	teamA, teamB := recipientsOf(ids[0])[0], recipientsOf(ids[1])[0]
 	d := newDecrypter(t, ids...)
-	data := releaseStream(relDoc{"secret.yaml", string(encryptSecret(t, dbSecret, teamA))})
+	data := releaseStream(relDoc{Source: "secret.yaml", Body: string(encryptSecret(t, dbSecret, teamA))})
 	var asked []string
 	onlyB := func(keyType, id string) bool {
 		asked = append(asked, keyType+" "+id)

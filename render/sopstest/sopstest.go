@@ -116,3 +116,28 @@ func Encrypt(t testing.TB, plainYAML, encryptedRegex string, recipients ...strin
 	}
 	return doc, dataKey
 }
+
+// Documents of the releases the render and decryption tests make.
+const (
+	DBSecret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: pay\ntype: Opaque\nstringData:\n  password: hunter2\n  url: postgres://db:5432/pay\n"
+	Settings = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: pay\ndata:\n  mode: live\n"
+	API      = "# the API\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\n  namespace: pay\nspec:\n  replicas: 2\n"
+)
+
+// Doc is one document of a release and the file it came from.
+type Doc struct {
+	Source string
+	Body   string
+}
+
+// Stream writes documents the way a stored release holds them.
+func Stream(docs ...Doc) []byte {
+	var b strings.Builder
+	for i, d := range docs {
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		b.WriteString("# Source: " + d.Source + "\n" + d.Body)
+	}
+	return []byte(b.String())
+}
