@@ -588,7 +588,8 @@ func TestFleet(t *testing.T) {
 
 // TestFleetBench is make bench-argocd: the whole race, its report
 // written to BENCH_ARGOCD_OUT (JSON) and, with BENCH_ARGOCD_DOC, into its
-// section of that doc and the chart BENCH_ARGOCD_CHART.
+// section of that doc and the chart BENCH_ARGOCD_CHART, and with
+// BENCH_ARGOCD_README into that README's headline paragraph.
 func TestFleetBench(t *testing.T) {
 	out := os.Getenv("BENCH_ARGOCD_OUT")
 	if out == "" {
@@ -622,6 +623,12 @@ func TestFleetBench(t *testing.T) {
 		link, _ := filepath.Rel(filepath.Dir(doc), chart)
 		if err := fleet.Write(report, doc, chart, filepath.ToSlash(link)); err != nil {
 			t.Fatal(err)
+		}
+		if readme := os.Getenv("BENCH_ARGOCD_README"); readme != "" {
+			rel, _ := filepath.Rel(filepath.Dir(readme), doc)
+			if err := fleet.WriteReadme(report, readme, filepath.ToSlash(rel)+"#a-fleet-on-the-real-argo-cd-git-monorepo-against-bucketops"); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	for _, f := range feeds {

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -207,9 +209,13 @@ func TestRunWritesTheSectionAndChart(t *testing.T) {
 	if err := os.WriteFile(doc, []byte(hand), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	readme := filepath.Join(dir, "README.md")
+	if err := os.WriteFile(readme, []byte("# bucketops\n\n<!-- bench-compare-readme:begin -->\nold figures\n<!-- bench-compare-readme:end -->\n\n## Quick start\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var stderr bytes.Buffer
 	err := run(t.Context(), []string{
-		"-doc", doc, "-chart", chart,
+		"-doc", doc, "-chart", chart, "-readme", readme,
 		"-history", "0,5", "-history-releases", "2",
 		"-writers", "2", "-same-app", "2", "-releases", "2", "-concurrency-history", "5",
 		"-size-releases", "2", "-app-bytes", "8192",
@@ -237,11 +243,50 @@ func TestRunWritesTheSectionAndChart(t *testing.T) {
 	if strings.Contains(text, "old\n") {
 		t.Error("the old section is still there")
 	}
+	checkReadmeMatchesDoc(t, readme, text)
 	svg, err := os.ReadFile(chart)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkXML(t, svg)
+}
+
+// checkReadmeMatchesDoc checks that the README's headline figures are the
+// figures of the doc's tables, written by the same run.
+func checkReadmeMatchesDoc(t *testing.T, readme, doc string) {
+	t.Helper()
+	data, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	if !strings.HasPrefix(text, "# bucketops\n\n<!-- bench-compare-readme:begin -->\nAgainst the git workflows") || !strings.HasSuffix(text, "<!-- bench-compare-readme:end -->\n\n## Quick start\n") {
+		t.Errorf("the README's text outside its section changed, or the section is missing:\n%s", text)
+	}
+	if strings.Contains(text, "old figures") {
+		t.Error("the README's old figures are still there")
+	}
+	if !strings.Contains(text, "](docs/benchmarks.md#bucketops-against-git)") {
+		t.Errorf("the README doesn't link the report by its relative path:\n%s", text)
+	}
+	cell := func(re string) string {
+		t.Helper()
+		m := regexp.MustCompile(re).FindStringSubmatch(text)
+		if m == nil {
+			t.Fatalf("the README has no row matching %s:\n%s", re, text)
+		}
+		return m[1]
+	}
+	for _, c := range []struct{ readme, doc string }{
+		{`\| publish p50 at 5 prior releases \| \*\*([^*]+)\*\* \|`, "| 5 | %s / "},
+		{`\| publishes/s, 2 writers, 2 apps \| \*\*([^*]+)\*\* \|`, "| 2 writers, 2 apps | bucketops | %s |"},
+		{`\| stored per 1,000 releases of a 8 KiB app \| ([^|]+) \|`, "| — | %s | passed |"},
+	} {
+		v := strings.TrimSpace(cell(c.readme))
+		if want := fmt.Sprintf(c.doc, v); !strings.Contains(doc, want) {
+			t.Errorf("the README says %q, but the doc has no %q:\n%s", v, want, doc)
+		}
+	}
 }
 
 func checkXML(t *testing.T, data []byte) {

@@ -63,6 +63,9 @@ type Config struct {
 	Doc string
 	// Chart is the SVG written; empty writes none.
 	Chart string
+	// Readme is the Markdown file whose bench-compare-readme section gets
+	// the headline table of the same run; empty writes none.
+	Readme string
 
 	Contenders         []string
 	History            []int // prior releases before the history workload's publishes
@@ -154,6 +157,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		progress("wrote the bench-compare section of %s", cfg.Doc)
 	}
+	if cfg.Readme != "" {
+		if err := writeReadme(cfg, res); err != nil {
+			return err
+		}
+		progress("wrote the %s section of %s", readmeSection, cfg.Readme)
+	}
 	progress("done in %s", res.Wall.Round(time.Second))
 	if !res.AllChecksPassed() {
 		return errCheckFailed
@@ -187,6 +196,7 @@ Flags:
 	var contenders, history, writers string
 	fs.StringVar(&cfg.Doc, "doc", "", "Markdown file whose bench-compare section is replaced (empty: print the section to stdout)")
 	fs.StringVar(&cfg.Chart, "chart", "", "SVG chart to write (empty: none)")
+	fs.StringVar(&cfg.Readme, "readme", "", "Markdown file whose bench-compare-readme section gets the run's headline table (empty: none)")
 	fs.StringVar(&contenders, "contenders", strings.Join(contenderIDs, ","), "contenders to run, comma-separated")
 	fs.StringVar(&history, "history", "10,1000,10000", "history lengths (prior releases of the app), comma-separated; empty skips the workload")
 	fs.IntVar(&cfg.HistoryReleases, "history-releases", 20, "publishes measured at each history length")

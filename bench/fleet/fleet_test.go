@@ -70,3 +70,41 @@ func TestWriteKeepsHandWrittenText(t *testing.T) {
 		t.Error("no chart written")
 	}
 }
+
+func TestReadmeIsTheReportsFigures(t *testing.T) {
+	r := sampleReport()
+	r.Feeds[0].Stream = &Stream{Releases: 2, Latencies: []time.Duration{time.Minute, 2 * time.Minute}, Generations: 12, CPU: 3}
+	out := Readme(r, "docs/benchmarks.md#fleet")
+	section := Render(r, "x.svg")
+	for _, want := range []string{
+		"fleet of 200 apps (2026-12-04, one 2-core machine, [`make bench-argocd`](docs/benchmarks.md#fleet))",
+		"went live in 15.0 s with bucketops against 1.7 min for a git monorepo (**6.7×** as soon; 1.3 min with `manifest-generate-paths`, median of 3)",
+		"took 3.0 s from publish to Synced at the median with bucketops against 1.0 min",
+		"**1.0 manifest generations per release** against 6.0, and 0.50 CPU seconds of Argo CD per release against 1.50",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the README paragraph lacks %q:\n%s", want, out)
+		}
+	}
+	// The figures are the section's: the same medians and ratio.
+	for _, fig := range []string{"| bucketops | 15.0 s |", "| git monorepo | 1.7 min |", "**6.7×** as soon as the git monorepo"} {
+		if !strings.Contains(section, fig) {
+			t.Errorf("the section lacks %q, which the README states:\n%s", fig, section)
+		}
+	}
+	if Readme(Report{Feeds: []Feed{{Name: Bucket}}}, "x") != "" {
+		t.Error("a run without both feeds' bursts gave a README paragraph")
+	}
+}
+
+func TestWriteReadmeKeepsHandWrittenText(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "README.md")
+	os.WriteFile(path, []byte("# bucketops\n\n<!-- bench-argocd-readme:begin -->\nOLD\n<!-- bench-argocd-readme:end -->\n\n## Quick start\n"), 0o644)
+	if err := WriteReadme(sampleReport(), path, "docs/benchmarks.md"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(path)
+	if !strings.HasPrefix(string(got), "# bucketops\n\n<!-- bench-argocd-readme:begin -->\nOn a real Argo CD") || !strings.HasSuffix(string(got), "<!-- bench-argocd-readme:end -->\n\n## Quick start\n") || strings.Contains(string(got), "OLD") {
+		t.Errorf("README:\n%s", got)
+	}
+}
