@@ -149,11 +149,11 @@ func TestImagesInDocker(t *testing.T) {
 		// What the process runs as, not what the config says.
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			out, err := docker(t, "top", id, "-o", "uid,comm")
-			if err == nil && strings.Contains(out, "bucketops-bridge") {
+			out, err := docker(t, "top", id, "-o", "pid,uid,comm")
+			if err == nil && strings.Contains(out, "bucketops-bridg") { // comm is cut at 15 characters
 				for line := range strings.Lines(out) {
-					if f := strings.Fields(line); len(f) == 2 && strings.HasPrefix(f[1], "bucketops") && f[0] != "65532" {
-						t.Errorf("the bridge runs as uid %s, want 65532:\n%s", f[0], out)
+					if f := strings.Fields(line); len(f) == 3 && strings.HasPrefix(f[2], "bucketops") && f[1] != "65532" {
+						t.Errorf("the bridge runs as uid %s, want 65532:\n%s", f[1], out)
 					}
 				}
 				return
