@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/storage"
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/bucketops/bucketops/store"
@@ -339,5 +340,29 @@ func TestReadRefusesGzipAtOnce(t *testing.T) {
 	}
 	if n := tb.Requests.Load() - before; n != 0 {
 		t.Errorf("bytes of a listed gzip release made %d requests, want none", n)
+	}
+}
+
+// An encoding changed in place (a metadata update keeps the generation)
+// after the caller read the release's attributes is caught when the bytes
+// are read, not decoded with the encoding the attributes said.
+func TestBytesRefusesAnEncodingChangedInPlace(t *testing.T) {
+	tb := storetest.New(t, true)
+	s := tb.Store(t, "")
+	data := bigManifest("prod/api", 8<<10)
+	if _, err := s.Publish(t.Context(), "prod/api", store.Publication{Data: data, Sequence: 1}); err != nil {
+		t.Fatal(err)
+	}
+	head, err := s.Head(t.Context(), "prod/api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := tb.Client.Bucket(storetest.BucketName).Object("prod/api/" + store.ObjectName)
+	if _, err := obj.Update(t.Context(), storage.ObjectAttrsToUpdate{ContentEncoding: "br"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Bytes(t.Context(), head)
+	if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(fmt.Sprint(err), `served with Content-Encoding "br"`) {
+		t.Errorf("bytes after the encoding changed in place: %v, want ErrCorrupt naming br", err)
 	}
 }
