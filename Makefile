@@ -15,6 +15,16 @@ export GOFLAGS := -tags=$(TAGS)
 DATA    ?=
 LISTEN  ?= 127.0.0.1:8080
 
+# apt_install,COMMAND,PACKAGE installs Debian's PACKAGE unless COMMAND (a
+# shell test) succeeds: with sudo when not root, updating the package lists
+# only when the first try fails.
+define apt_install
+	@$(1) || { \
+		echo "installing $(2) (apt-get)"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get install -y -qq $(2) >/dev/null 2>&1 || { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $(2); }; }
+endef
+
 .PHONY: build cli run test test-ui e2e e2e-deps test-integration lint bench bench-compare bench-argocd fuzz clean
 
 build:
@@ -39,10 +49,7 @@ test:
 # UPDATE_SCREENSHOTS=1 writes the screenshots of docs/ui/ and the README.
 UPDATE_SCREENSHOTS ?=
 test-ui:
-	@command -v chromium >/dev/null || { \
-		echo "installing chromium (apt-get)"; \
-		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-		$$SUDO apt-get install -y -qq chromium >/dev/null 2>&1 || { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; }; }
+	$(call apt_install,command -v chromium >/dev/null,chromium)
 	$(if $(UPDATE_SCREENSHOTS),BUCKETOPS_UI_SCREENSHOTS=$(CURDIR)/docs/ui) $(GO) test -tags $(TAGS),browser -count=1 -timeout 10m -v -run TestAuditorWalk ./ui/
 
 # End to end: a real Argo CD, kube-apiserver and etcd built from the Go module
@@ -54,13 +61,8 @@ e2e: e2e-deps
 
 # redis for Argo CD; git for its repo-server and the fleet race's monorepo.
 e2e-deps:
-	@for pkg in redis-server:redis-server git:git; do \
-		cmd=$${pkg%%:*}; deb=$${pkg##*:}; \
-		command -v $$cmd >/dev/null && continue; \
-		echo "installing $$deb (apt-get)"; \
-		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-		$$SUDO apt-get install -y -qq $$deb >/dev/null 2>&1 || { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$deb; }; \
-	done
+	$(call apt_install,command -v redis-server >/dev/null,redis-server)
+	$(call apt_install,command -v git >/dev/null,git)
 
 # The fleet race on the real Argo CD of make e2e: 200 apps from a git
 # monorepo (with and without manifest-generate-paths) and from bucketops,
@@ -153,8 +155,7 @@ test-images:
 # one index), images.txt and SHA256SUMS; VERSION and the manifests' image
 # tags set to $(VERSION). See docs/releasing.md.
 release: ca-certificates
-	@echo '$(VERSION)' | grep -Eq '^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$$' || \
-		{ echo "make release VERSION=vX.Y.Z: '$(VERSION)' is no release version"; exit 1; }
+	$(GO) run ./cmd/release -check -version '$(VERSION)'
 	rm -rf $(BIN)/release $(BIN)/release-dist
 	$(call dist,$(sort $(RELEASE_PLATFORMS) $(IMAGE_PLATFORMS)),$(BIN)/release-dist)
 	$(GO) run ./cmd/imagebuild $(IMAGEBUILD_FLAGS) -bin $(BIN)/release-dist -platforms '$(IMAGE_PLATFORMS)' -oci $(BIN)/release/oci -digests $(BIN)/release/images.txt
@@ -164,10 +165,7 @@ release: ca-certificates
 
 # Debian's CA bundle, for the images.
 ca-certificates:
-	@test -s $(CA_CERTS) || { \
-		echo "installing ca-certificates (apt-get)"; \
-		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-		$$SUDO apt-get install -y -qq ca-certificates >/dev/null 2>&1 || { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq ca-certificates; }; }
+	$(call apt_install,test -s $(CA_CERTS),ca-certificates)
 
 clean:
 	rm -rf $(BIN)

@@ -43,8 +43,12 @@ func run(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "bin/release", "where the archives and SHA256SUMS go; images.txt there is summed too")
 	root := fs.String("root", ".", "the repository whose VERSION and manifests get the version")
 	epoch := fs.String("source-date-epoch", os.Getenv("SOURCE_DATE_EPOCH"), "the commit's time in Unix seconds (default $SOURCE_DATE_EPOCH)")
+	check := fs.Bool("check", false, "only check -version, before make release spends minutes building")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *check {
+		return release.CheckVersion(*version)
 	}
 	var errs []error
 	if fs.NArg() > 0 {
