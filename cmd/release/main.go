@@ -31,9 +31,6 @@ func main() {
 	}
 }
 
-// binaries are the programs each archive holds.
-var binaries = []string{"bucketops", "bucketops-bridge"}
-
 func run(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("release", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -76,8 +73,9 @@ func run(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, p := range ps {
 		dir := p.OS + "_" + p.Architecture
 		var files []release.File
-		for _, name := range binaries {
-			files = append(files, release.File{Name: name, Path: filepath.Join(*bin, dir, name), Mode: 0o755})
+		// Each archive holds the programs the images are made of.
+		for _, r := range image.Recipes {
+			files = append(files, release.File{Name: r.Name, Path: filepath.Join(*bin, dir, r.Name), Mode: 0o755})
 		}
 		archive := fmt.Sprintf("bucketops_%s_%s.tar.gz", *version, dir)
 		if err := release.WriteArchive(filepath.Join(*out, archive), files, time.Unix(secs, 0)); err != nil {
