@@ -44,6 +44,7 @@ import (
 	"github.com/getsops/sops/v3/keys"
 	"github.com/getsops/sops/v3/keyservice"
 	sopsyaml "github.com/getsops/sops/v3/stores/yaml"
+	"google.golang.org/api/option"
 
 	"github.com/bucketops/bucketops/render"
 )
@@ -130,11 +131,23 @@ type Decrypter struct {
 	gcp        gcpKMS
 }
 
+// Option changes how a Decrypter reaches what it decrypts with.
+type Option func(*Decrypter)
+
+// WithKMSClientOptions dials Cloud KMS with opts instead of Application
+// Default Credentials and Google's endpoint (tests point it at kmstest).
+func WithKMSClientOptions(opts ...option.ClientOption) Option {
+	return func(d *Decrypter) { d.gcp.opts = opts }
+}
+
 // NewDecrypter reads the contents of an age key file: AGE-SECRET-KEY-1…
 // lines (or post-quantum AGE-SECRET-KEY-PQ-1… ones), comments and blank
 // lines. It may be empty: then only GCP KMS can decrypt.
-func NewDecrypter(ageKeys []byte) (*Decrypter, error) {
+func NewDecrypter(ageKeys []byte, opts ...Option) (*Decrypter, error) {
 	d := &Decrypter{}
+	for _, o := range opts {
+		o(d)
+	}
 	seen := map[string]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(ageKeys))
 	sc.Buffer(nil, 1<<20)
@@ -537,7 +550,12 @@ func (s *keyServer) Decrypt(ctx context.Context, req *keyservice.DecryptRequest)
 	case *keyservice.Key_AgeKey:
 		a = keyAttempt{kind: sopsage.KeyTypeIdentifier, key: "age recipient " + k.AgeKey.GetRecipient()}
 		if a.err = s.allowed(sopsage.KeyTypeIdentifier, k.AgeKey.GetRecipient(), &a); a.err == nil {
-			plain, a.corrupt, a.err = s.d.decryptAge(k.AgeKey.GetRecipient(), req.GetCiphertext())
+			plain, a.corrupt, a.err = s.d.decryptAge(k.AgeKey.GetRecipient(), req.GetCiphertext(), s.allow)
+			if errors.Is(a.err, errRelabelled) {
+				// Said in the error, unlike a key this process doesn't hold.
+				a.kind = "policy"
+				a.err = fmt.Errorf("%w; none of the age keys the tenancy policy allows for %s opens it", a.err, cmp.Or(s.app, "this app"))
+			}
 		}
 	case *keyservice.Key_GcpKmsKey:
 		a = keyAttempt{kind: gcpkms.KeyTypeIdentifier, key: "GCP KMS key " + k.GcpKmsKey.GetResourceId()}
@@ -584,19 +602,30 @@ func keyTypeName(k *keyservice.Key) string {
 // through sops' own age MasterKey. The identities are always injected:
 // with none, MasterKey.Decrypt would look for keys in SOPS_AGE_KEY*,
 // ~/.ssh and ~/.config/sops/age/keys.txt, so it is never called then.
-func (d *Decrypter) decryptAge(recipient string, enc []byte) (plain []byte, corrupt bool, err error) {
+//
+// allow, when not nil, is the tenancy policy's say on each identity: only
+// the identities whose own recipient it allows are tried. The recipient a
+// document names is a label outside sops' MAC, which anyone can rewrite:
+// what may open a data key is judged by the identity that opens it, not
+// by the label.
+func (d *Decrypter) decryptAge(recipient string, enc []byte, allow func(keyType, id string) bool) (plain []byte, corrupt bool, err error) {
 	if len(d.identities) == 0 {
 		return nil, false, errNoAgeKeys
 	}
 	// The identity named by the recipient goes first: age tries identities
 	// in order, each costing a scalar multiplication per stanza.
 	ids := make(sopsage.ParsedIdentities, 0, len(d.identities))
-	if i := slices.Index(d.recipients, recipient); i >= 0 {
-		ids = append(ids, d.identities[i])
-		ids = append(ids, d.identities[:i]...)
-		ids = append(ids, d.identities[i+1:]...)
-	} else {
-		ids = append(ids, d.identities...)
+	for i, id := range d.identities {
+		switch {
+		case allow != nil && !allow(sopsage.KeyTypeIdentifier, d.recipients[i]):
+		case d.recipients[i] == recipient:
+			ids = slices.Insert(ids, 0, id)
+		default:
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, false, errors.New("no age key held for it")
 	}
 	key := &sopsage.MasterKey{Recipient: recipient, EncryptedKey: string(enc)}
 	ids.ApplyToMasterKey(key)
@@ -604,6 +633,11 @@ func (d *Decrypter) decryptAge(recipient string, enc []byte) (plain []byte, corr
 	if err != nil {
 		var noMatch *age.NoIdentityMatchError
 		if errors.As(err, &noMatch) {
+			if slices.Contains(d.recipients, recipient) {
+				// The identity of the recipient named was tried and
+				// doesn't open it: the data key is another recipient's.
+				return nil, false, errRelabelled
+			}
 			return nil, false, errors.New("no age key held for it")
 		}
 		return nil, true, errors.New(oneLine(err.Error()))
@@ -611,11 +645,16 @@ func (d *Decrypter) decryptAge(recipient string, enc []byte) (plain []byte, corr
 	return plain, false, nil
 }
 
+// errRelabelled: a data key that the identity of the recipient it is
+// labelled with doesn't open. sops' MAC doesn't cover the label.
+var errRelabelled = errors.New("its data key is not encrypted for the recipient it names: the recipient was rewritten after encryption")
+
 // gcpKMS decrypts data keys with Cloud KMS through Application Default
 // Credentials. sops' own GCP KMS key reads GOOGLE_CREDENTIALS and SOPS_GCP_KMS_*
 // from the environment and dials a new client for every data key; this
 // dials one, on first use, and shares it.
 type gcpKMS struct {
+	opts   []option.ClientOption
 	mu     sync.Mutex
 	client *kms.KeyManagementClient
 }
@@ -653,7 +692,7 @@ func (g *gcpKMS) get() (*kms.KeyManagementClient, error) {
 	if g.client == nil {
 		// The client outlives any one render, so it isn't dialled with one's
 		// context; each call has its own deadline.
-		c, err := kms.NewKeyManagementClient(context.Background())
+		c, err := kms.NewKeyManagementClient(context.Background(), g.opts...)
 		if err != nil {
 			return nil, err
 		}

@@ -1,13 +1,16 @@
 // Package kmstest runs Cloud KMS in process for tests: a gRPC server built
 // from kmspb.KeyManagementServiceServer that holds Ed25519 key versions
-// and answers GetPublicKey and AsymmetricSign as Cloud KMS does (PEM
-// public keys, CRC32C integrity fields, NotFound and PermissionDenied), so
-// tests reach it through the real KMS client. Every other method is
-// Unimplemented.
+// and symmetric keys, and answers GetPublicKey, AsymmetricSign, Encrypt
+// and Decrypt as Cloud KMS does (PEM public keys, CRC32C integrity fields,
+// ciphertext bound to the key that made it, NotFound and
+// PermissionDenied), so tests reach it through the real KMS client. Every
+// other method is Unimplemented.
 package kmstest
 
 import (
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
@@ -32,10 +35,12 @@ type Server struct {
 	// Addr is host:port of the gRPC listener on 127.0.0.1.
 	Addr string
 
-	mu     sync.Mutex
-	keys   map[string]ed25519.PrivateKey
-	denied map[string]bool
-	signs  int
+	mu        sync.Mutex
+	keys      map[string]ed25519.PrivateKey
+	symmetric map[string]cipher.AEAD
+	denied    map[string]bool
+	signs     int
+	decrypts  int
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -47,7 +52,7 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Addr: lis.Addr().String(), keys: map[string]ed25519.PrivateKey{}, denied: map[string]bool{}}
+	s := &Server{Addr: lis.Addr().String(), keys: map[string]ed25519.PrivateKey{}, symmetric: map[string]cipher.AEAD{}, denied: map[string]bool{}}
 	g := grpc.NewServer()
 	kmspb.RegisterKeyManagementServiceServer(g, s)
 	go g.Serve(lis)
@@ -153,5 +158,98 @@ func (s *Server) AsymmetricSign(_ context.Context, req *kmspb.AsymmetricSignRequ
 		SignatureCrc32C:    wrapperspb.Int64(int64(crc32.Checksum(sig, castagnoli))),
 		VerifiedDataCrc32C: verified,
 		ProtectionLevel:    kmspb.ProtectionLevel_HSM,
+	}, nil
+}
+
+// AddSymmetricKey creates a GOOGLE_SYMMETRIC_ENCRYPTION key named name
+// (projects/…/cryptoKeys/K) with a random AES-256 key of its own.
+func (s *Server) AddSymmetricKey(name string) {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		panic(err)
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		panic(err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		panic(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.symmetric[name] = aead
+}
+
+// Decrypts counts the Decrypt calls answered, successful or not.
+func (s *Server) Decrypts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.decrypts
+}
+
+func (s *Server) symmetricKey(name, permission string) (cipher.AEAD, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.denied[name] {
+		return nil, status.Errorf(codes.PermissionDenied, "Permission '%s' denied on resource '%s' (or it may not exist).", permission, name)
+	}
+	k, ok := s.symmetric[name]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "CryptoKey %s not found.", name)
+	}
+	return k, nil
+}
+
+// Encrypt seals the plaintext with the key: nonce, then AES-GCM. As with
+// Cloud KMS, only that key decrypts it.
+func (s *Server) Encrypt(_ context.Context, req *kmspb.EncryptRequest) (*kmspb.EncryptResponse, error) {
+	k, err := s.symmetricKey(req.GetName(), "cloudkms.cryptoKeyVersions.useToEncrypt")
+	if err != nil {
+		return nil, err
+	}
+	verified := false
+	if sum := req.GetPlaintextCrc32C(); sum != nil {
+		if int64(crc32.Checksum(req.GetPlaintext(), castagnoli)) != sum.GetValue() {
+			return nil, status.Error(codes.InvalidArgument, "The checksum in field plaintext_crc32c did not match the data in field plaintext.")
+		}
+		verified = true
+	}
+	nonce := make([]byte, k.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	ct := k.Seal(nonce, nonce, req.GetPlaintext(), nil)
+	return &kmspb.EncryptResponse{
+		Name:                    req.GetName(),
+		Ciphertext:              ct,
+		CiphertextCrc32C:        wrapperspb.Int64(int64(crc32.Checksum(ct, castagnoli))),
+		VerifiedPlaintextCrc32C: verified,
+		ProtectionLevel:         kmspb.ProtectionLevel_SOFTWARE,
+	}, nil
+}
+
+// Decrypt opens ciphertext made by Encrypt with the same key; ciphertext
+// of another key is refused as Cloud KMS refuses it.
+func (s *Server) Decrypt(_ context.Context, req *kmspb.DecryptRequest) (*kmspb.DecryptResponse, error) {
+	s.mu.Lock()
+	s.decrypts++
+	s.mu.Unlock()
+	k, err := s.symmetricKey(req.GetName(), "cloudkms.cryptoKeyVersions.useToDecrypt")
+	if err != nil {
+		return nil, err
+	}
+	ct := req.GetCiphertext()
+	var plain []byte
+	if len(ct) >= k.NonceSize() {
+		plain, err = k.Open(nil, ct[:k.NonceSize()], ct[k.NonceSize():], nil)
+	}
+	if len(ct) < k.NonceSize() || err != nil {
+		return nil, status.Error(codes.InvalidArgument, "Decryption failed: verify that 'name' refers to the correct CryptoKey.")
+	}
+	return &kmspb.DecryptResponse{
+		Plaintext:       plain,
+		PlaintextCrc32C: wrapperspb.Int64(int64(crc32.Checksum(plain, castagnoli))),
+		ProtectionLevel: kmspb.ProtectionLevel_SOFTWARE,
 	}, nil
 }

@@ -5,6 +5,8 @@
 package sopstest
 
 import (
+	"crypto/rand"
+	"encoding/base64"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/getsops/sops/v3"
 	"github.com/getsops/sops/v3/aes"
 	sopsage "github.com/getsops/sops/v3/age"
+	"github.com/getsops/sops/v3/gcpkms"
 	"github.com/getsops/sops/v3/keyservice"
 	sopsyaml "github.com/getsops/sops/v3/stores/yaml"
 )
@@ -72,11 +75,6 @@ func EncryptSecret(t testing.TB, plainYAML string, recipients ...string) []byte 
 // tests that forge what only a key holder could write.
 func Encrypt(t testing.TB, plainYAML, encryptedRegex string, recipients ...string) (doc, dataKey []byte) {
 	t.Helper()
-	store := &sopsyaml.Store{}
-	branches, err := store.LoadPlainFile([]byte(plainYAML))
-	if err != nil {
-		t.Fatalf("sops cannot load the document: %v", err)
-	}
 	var group sops.KeyGroup
 	for _, r := range recipients {
 		key, err := sopsage.MasterKeyFromRecipient(r)
@@ -84,6 +82,46 @@ func Encrypt(t testing.TB, plainYAML, encryptedRegex string, recipients ...strin
 			t.Fatal(err)
 		}
 		group = append(group, key)
+	}
+	return encrypt(t, plainYAML, encryptedRegex, group, func(tree *sops.Tree) []byte {
+		dataKey, errs := tree.GenerateDataKeyWithKeyServices([]keyservice.KeyServiceClient{keyservice.NewLocalClient()})
+		if len(errs) > 0 {
+			t.Fatalf("sops cannot make a data key: %v", errs)
+		}
+		return dataKey
+	})
+}
+
+// EncryptForKMS encrypts a YAML document, values under data and
+// stringData, for one Cloud KMS key, as `sops encrypt --gcp-kms
+// resourceID` does: wrap encrypts the data key with that key (a KMS
+// client pointed at kmstest), and sops stores the result base64-encoded.
+func EncryptForKMS(t testing.TB, plainYAML, resourceID string, wrap func(dataKey []byte) ([]byte, error)) []byte {
+	t.Helper()
+	key := &gcpkms.MasterKey{ResourceID: resourceID, CreationDate: time.Now().UTC()}
+	doc, _ := encrypt(t, plainYAML, SecretsRegex, sops.KeyGroup{key}, func(*sops.Tree) []byte {
+		dataKey := make([]byte, 32)
+		if _, err := rand.Read(dataKey); err != nil {
+			t.Fatal(err)
+		}
+		wrapped, err := wrap(dataKey)
+		if err != nil {
+			t.Fatalf("Cloud KMS cannot encrypt the data key: %v", err)
+		}
+		key.EncryptedKey = base64.StdEncoding.EncodeToString(wrapped)
+		return dataKey
+	})
+	return doc
+}
+
+// encrypt encrypts plainYAML for group with the data key dataKey makes
+// (encrypting it for the group's keys).
+func encrypt(t testing.TB, plainYAML, encryptedRegex string, group sops.KeyGroup, dataKey func(*sops.Tree) []byte) (doc, key []byte) {
+	t.Helper()
+	store := &sopsyaml.Store{}
+	branches, err := store.LoadPlainFile([]byte(plainYAML))
+	if err != nil {
+		t.Fatalf("sops cannot load the document: %v", err)
 	}
 	tree := sops.Tree{
 		Branches: branches,
@@ -96,17 +134,14 @@ func Encrypt(t testing.TB, plainYAML, encryptedRegex string, recipients ...strin
 	if encryptedRegex == "" {
 		tree.Metadata.UnencryptedSuffix = sops.DefaultUnencryptedSuffix
 	}
-	dataKey, errs := tree.GenerateDataKeyWithKeyServices([]keyservice.KeyServiceClient{keyservice.NewLocalClient()})
-	if len(errs) > 0 {
-		t.Fatalf("sops cannot make a data key: %v", errs)
-	}
+	key = dataKey(&tree)
 	cipher := aes.NewCipher()
-	mac, err := tree.Encrypt(dataKey, cipher)
+	mac, err := tree.Encrypt(key, cipher)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tree.Metadata.LastModified = time.Now().UTC()
-	tree.Metadata.MessageAuthenticationCode, err = cipher.Encrypt(mac, dataKey, tree.Metadata.LastModified.Format(time.RFC3339))
+	tree.Metadata.MessageAuthenticationCode, err = cipher.Encrypt(mac, key, tree.Metadata.LastModified.Format(time.RFC3339))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +149,7 @@ func Encrypt(t testing.TB, plainYAML, encryptedRegex string, recipients ...strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	return doc, dataKey
+	return doc, key
 }
 
 // Documents of the releases the render and decryption tests make.
