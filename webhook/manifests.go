@@ -207,13 +207,19 @@ func (s *Server) admission(r *http.Request, app string) (admission, error) {
 	}
 	a.policy, a.rule, a.destination = pol, rule, r.Header.Get(HeaderDestination)
 	project := r.Header.Get(HeaderProject)
-	// Argo CD v2 doesn't give plugins the project: the Application's
-	// instance name, which Argo CD does give, finds it, and what Argo CD
-	// holds wins over what the request says.
-	if instance := r.Header.Get(HeaderApplication); instance != "" && s.callers != nil {
+	// With Argo CD configured, the Application the request names is looked
+	// up and its project and destination, as Argo CD holds them, are the
+	// only ones judged: the headers are the caller's word, and any holder
+	// of the plugin token can send any project. Without Argo CD they are
+	// all there is (docs/tenancy.md says what the plugin token reaches).
+	if s.callers != nil {
+		instance := r.Header.Get(HeaderApplication)
 		c, err := s.callers.Caller(r.Context(), instance)
 		switch {
 		case errors.Is(err, deploy.ErrNoArgoCD):
+		case err != nil && instance == "":
+			return admission{}, &policy.Violation{App: app, Prefix: rule.Prefix, Reason: policy.ReasonProject,
+				Detail: "the request names no Argo CD Application (the plugin sends ARGOCD_APP_NAME as " + HeaderApplication + "); under a policy the bridge judges the project and destination Argo CD holds for it, never ones a caller sends"}
 		case err != nil:
 			return admission{}, &policy.Violation{App: app, Prefix: rule.Prefix, Reason: policy.ReasonProject, Detail: "can't tell which Argo CD project asks: " + err.Error()}
 		case c.App != app:

@@ -189,7 +189,7 @@ func TestPolicyBindsAppsToTheirTeam(t *testing.T) {
 		},
 		{
 			name: "a request that names no Application", app: "team-a/app", instance: "",
-			reason: "policy_project", mention: "project of the Application is unknown",
+			reason: "policy_project", mention: "names no Argo CD Application",
 		},
 		{
 			name: "an Application that doesn't exist", app: "team-a/app", instance: "ghost",
@@ -302,5 +302,99 @@ func TestPolicyJudgesEveryRequest(t *testing.T) {
 			t.Fatalf("the Application moved to project team-b still gets team A's app: %d %s", r.status, r.body)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The review's reproduction of finding 7: the plugin token alone, with no
+// Application named and the project and destination written by the
+// caller, got team A's Secret decrypted. With Argo CD configured, only
+// what Argo CD holds for a named Application is judged.
+func TestThePluginTokenAloneGetsNoTeamsSecrets(t *testing.T) {
+	tn := newTenants(t, true)
+	tn.publish(t, "team-a/app", tn.secretA)
+	tn.application("team-a-app", "team-a", "team-a/app", "team-a")
+	tn.application("team-b-app", "team-b", "team-b/app", "team-b")
+
+	for _, tc := range []struct {
+		name    string
+		headers map[string]string
+		mention string
+	}{
+		{
+			name:    "no Application, team A's project and namespace claimed",
+			headers: map[string]string{webhook.HeaderProject: "team-a", webhook.HeaderDestination: "team-a"},
+			mention: "names no Argo CD Application",
+		},
+		{
+			name:    "team B's Application, team A's project claimed",
+			headers: map[string]string{webhook.HeaderApplication: "team-b-app", webhook.HeaderProject: "team-a", webhook.HeaderDestination: "team-a"},
+			mention: "deploys team-b/app, not this app",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, tn.url+"/v1/apps/team-a/app/-/manifests", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+pluginToken)
+			for k, v := range tc.headers {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			r := response{resp.StatusCode, resp.Header, string(body)}
+			if r.status != http.StatusForbidden || r.reason(t) != "policy_project" || !strings.Contains(r.body, tc.mention) {
+				t.Errorf("%d %s; want 403 policy_project mentioning %q", r.status, r.body, tc.mention)
+			}
+			if strings.Contains(r.body, tn.plainA) {
+				t.Errorf("team A's password was served: %s", r.body)
+			}
+		})
+	}
+
+	t.Run("a claimed destination never overrides the Application's", func(t *testing.T) {
+		// team A's Application deploys to team-a; objects without a
+		// namespace would land there whatever the header says.
+		tn.publish(t, "team-a/app", configMap("settings", "a"))
+		tn.application("team-a-elsewhere", "team-a", "team-a/app", "kube-system")
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, tn.url+"/v1/apps/team-a/app/-/manifests", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+pluginToken)
+		req.Header.Set(webhook.HeaderApplication, "team-a-elsewhere")
+		req.Header.Set(webhook.HeaderDestination, "team-a")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), `destination namespace \"kube-system\"`) {
+			t.Errorf("%d %s; want the Application's own destination judged", resp.StatusCode, body)
+		}
+	})
+}
+
+// The review's reproduction of finding 1, through the bridge: team A's
+// Secret (no namespace, which passes every other rule) copied into team
+// B's app with only its age recipient rewritten to team B's. The policy
+// allows the recipient the document names; decryption must judge the key
+// that opens it, and only team B's may.
+func TestARewrittenRecipientGetsTeamBNothing(t *testing.T) {
+	tn := newTenants(t, true)
+	noNamespace := string(sopstest.EncryptSecret(t, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\nstringData:\n  password: "+tn.plainA+"\n", tn.keyA))
+	tn.publish(t, "team-b/app", strings.ReplaceAll(noNamespace, tn.keyA, tn.keyB))
+	tn.application("team-b-app", "team-b", "team-b/app", "team-b")
+	r := tn.render(t, "team-b/app", "team-b-app")
+	if r.status == http.StatusOK || strings.Contains(r.body, tn.plainA) {
+		t.Fatalf("team A's Secret served to team B's Application: %d %s", r.status, r.body)
+	}
+	if r.status != http.StatusUnprocessableEntity || r.reason(t) != "no_key" || !strings.Contains(r.body, "not encrypted for the recipient it names") {
+		t.Errorf("%d %s; want 422 no_key saying the recipient was rewritten", r.status, r.body)
 	}
 }
