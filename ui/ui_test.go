@@ -450,17 +450,7 @@ func TestActivityExportDefusesFormulas(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	u, err := ui.New(ui.Config{Releases: st, Location: st.Location(), Logger: slog.New(slog.DiscardHandler),
-		Authenticate: func(tok string) bool { return tok == token }, SessionSecret: []byte(strings.Repeat("k", 32))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(u.Handler())
-	t.Cleanup(srv.Close)
-	s := &site{url: srv.URL}
-	c := client(t)
-	s.login(t, c)
-
+	s, c := servePages(t, st)
 	a := get(t, c, s.url+"/ui/activity?prefix=prod/evil&format=csv")
 	rows, err := csv.NewReader(strings.NewReader(a.body)).ReadAll()
 	if err != nil || len(rows) != len(publications)+1 {
@@ -500,5 +490,65 @@ func TestActivityExportDefusesFormulas(t *testing.T) {
 		if r.Author != p.Author || r.Source != p.Source || r.Origin != p.Origin || r.Message != p.Message {
 			t.Errorf("JSON release %d: %q %q %q %q, want the values as published", r.Sequence, r.Author, r.Source, r.Origin, r.Message)
 		}
+	}
+}
+
+// servePages serves the pages over st and returns them with a client logged in.
+func servePages(t *testing.T, st *store.Store) (*site, *http.Client) {
+	t.Helper()
+	u, err := ui.New(ui.Config{Releases: st, Location: st.Location(), Logger: slog.New(slog.DiscardHandler),
+		Authenticate: func(tok string) bool { return tok == token }, SessionSecret: []byte(strings.Repeat("k", 32))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(u.Handler())
+	t.Cleanup(srv.Close)
+	s := &site{url: srv.URL, store: st}
+	c := client(t)
+	s.login(t, c)
+	return s, c
+}
+
+// The release and diff pages redact a plaintext Secret's values merged
+// into its stringData with <<, and the values a partly encrypted SOPS
+// Secret keeps in the clear (issue 24, item 6).
+func TestPagesRedactMergedAndClearSecretValues(t *testing.T) {
+	tb := storetest.New(t, true)
+	st := tb.Store(t, "")
+	keys := sopstest.NewAgeKeys(t, 1)
+	var gens []int64
+	for i, v := range []string{"first", "second"} {
+		merged := "apiVersion: v1\nkind: Secret\nmetadata:\n  name: merged\n  namespace: pay\nstringData:\n  <<: {password: merged-" + v + "-s3cret}\n  user: admin\n"
+		// sops encrypt --encrypted-regex '^password$': username stays in clear.
+		partly, _ := sopstest.Encrypt(t, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: partly\n  namespace: pay\nstringData:\n  username: clear-"+v+"-s3cret\n  password: enc-"+v+"-s3cret\n", "^password$", keys[0].Recipient().String())
+		rel, err := render.AssembleStream("secrets.yaml", strings.NewReader(merged+"---\n"+string(partly)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := st.Publish(t.Context(), "prod/secrets", store.Publication{Data: rel.Bytes, Resources: rel.Resources(), Sequence: uint64(i + 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gens = append(gens, res.Generation)
+	}
+	s, c := servePages(t, st)
+	for _, tc := range []struct{ name, path string }{
+		{"the release page", fmt.Sprintf("/ui/apps/prod/secrets/-/releases/%d", gens[0])},
+		{"the diff page", fmt.Sprintf("/ui/apps/prod/secrets/-/diff?from=%d&to=%d", gens[0], gens[1])},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := get(t, c, s.url+tc.path)
+			if a.status != http.StatusOK {
+				t.Fatalf("%d:\n%s", a.status, pageText(a.body))
+			}
+			if i := strings.Index(a.body, "s3cret"); i >= 0 {
+				t.Errorf("the page shows a Secret value:\n%s", a.body[max(0, i-200):min(len(a.body), i+100)])
+			}
+			for _, want := range []string{"Secret pay/merged", "Secret pay/partly", "&lt;redacted hmac:", "&lt;redacted sha256:"} {
+				if !strings.Contains(a.body, want) {
+					t.Errorf("the page lacks %q", want)
+				}
+			}
+		})
 	}
 }
