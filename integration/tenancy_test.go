@@ -4,15 +4,19 @@ package integration
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"cloud.google.com/go/storage"
 	"filippo.io/age"
+	"google.golang.org/api/option"
 
 	"github.com/bucketops/bucketops/render/sopstest"
+	"github.com/bucketops/bucketops/store"
 )
 
 // TestTenancy runs two teams on one bucket and one bridge under a tenancy
@@ -137,6 +141,63 @@ func TestTenancy(t *testing.T) {
 			t.Errorf("team A's Secret reached team B: %v", d)
 		}
 	})
+
+	t.Run("a ClusterRoleBinding and a Secret wrapped in a ConfigMap's items, published behind the CLI, never reach the cluster", func(t *testing.T) {
+		// Argo CD's repo-server would apply each item as an object of its
+		// own, unseen by team B's rule, which allows the ConfigMap.
+		wrapper := `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: wrapper
+  namespace: team-b
+items:
+  - apiVersion: rbac.authorization.k8s.io/v1
+    kind: ClusterRoleBinding
+    metadata: {name: team-b-is-admin}
+    roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
+    subjects: [{kind: Group, name: "system:authenticated", apiGroup: rbac.authorization.k8s.io}]
+  - apiVersion: v1
+    kind: Secret
+    metadata: {name: planted, namespace: kube-system}
+    stringData: {token: planted}
+`
+		// The CLI refuses it, with or without the policy ...
+		if out, errOut, code := st.bucketops(wrapper, "push", "tenants/team-b/wrapped", "-"); code != 2 || !strings.Contains(errOut, "split it into separate documents") {
+			t.Fatalf("push: exit %d %s%s", code, out, errOut)
+		}
+		// ... a writer with the bucket's credentials writes it anyway ...
+		publishBehindCLI(t, "tenants/team-b/wrapped", "# Source: wrapper.yaml\n"+wrapper)
+		// ... and the bridge refuses to render it.
+		createApplicationIn(t, "tenant-b-wrapped", "team-b", "tenants/team-b/wrapped", "team-b", nil)
+		waitForCondition(t, "tenant-b-wrapped", "invalid_release", "wrapper.yaml: document 1", "items")
+		if err := st.kube.get("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/team-b-is-admin", nil); !isNotFound(err) {
+			t.Errorf("ClusterRoleBinding team-b-is-admin: %v, want it absent", err)
+		}
+		if d, _ := st.kube.secretData("kube-system", "planted"); d != nil {
+			t.Errorf("the wrapped Secret reached kube-system: %v", d)
+		}
+	})
+}
+
+// publishBehindCLI publishes stream as app's release straight to the bucket
+// through package store, as anyone with write access to it can: none of the
+// CLI's checks runs.
+func publishBehindCLI(t *testing.T, app, stream string) {
+	t.Helper()
+	client, err := storage.NewClient(t.Context(), option.WithEndpoint("http://"+st.env("STORAGE_EMULATOR_HOST")+"/storage/v1/"),
+		option.WithoutAuthentication(), storage.WithJSONReads())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	loc, err := store.ParseLocation(st.env("BUCKETOPS_BUCKET"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.New(client, loc, slog.New(slog.DiscardHandler)).Publish(t.Context(), app,
+		store.Publication{Data: []byte(stream), Resources: 1, Author: "behind-the-cli"}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // createApplicationIn makes an Application of project for app in

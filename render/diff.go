@@ -95,12 +95,18 @@ var redactKey = func() []byte {
 }()
 
 // Redacted returns the object's text with no Secret value in it, for pages
-// auditors read: every SOPS-encrypted value (ENC[…]) becomes
-// "<redacted sha256:…>" (a prefix of its ciphertext's hash, so a changed
-// value shows as changed), and the values under data and stringData of a
-// Secret that isn't encrypted become "<redacted hmac:…>", a keyed
-// hash. Nothing is ever decrypted. An object whose text can't be read back
-// is shown as one line saying so, never as it is.
+// auditors read: every scalar under the data and stringData of a Secret
+// (or of a SOPS document whose kind is encrypted), once aliases and <<
+// merges are followed, and every SOPS-encrypted value (ENC[…]) anywhere
+// else, is replaced by a mark. A SOPS value becomes "<redacted sha256:…>",
+// a prefix of its ciphertext's hash, so a changed value shows as changed,
+// and nothing of its length shows; any other value becomes
+// "<redacted hmac:…>", a keyed hash. That covers the values a partly
+// encrypted Secret keeps in the clear (sops' encrypted_regex or
+// unencrypted_suffix), and an anchor a Secret's value names is marked
+// where it is defined too. Comments under data and stringData are
+// dropped. Nothing is ever decrypted. An object whose text can't be read
+// back is shown as one line saying so, never as it is.
 func (o Object) Redacted() []byte {
 	root, err := decode(o.Body)
 	if err != nil {
@@ -110,20 +116,10 @@ func (o Object) Redacted() []byte {
 	if !o.Encrypted && !secret {
 		return o.Body
 	}
-	redactEncrypted(root)
-	if secret && !o.Encrypted && root.Kind == yaml.MappingNode {
-		for _, field := range []string{"data", "stringData"} {
-			if m := directValue(root, field); m != nil && m.Kind == yaml.MappingNode {
-				for i := 1; i < len(m.Content); i += 2 {
-					if v := m.Content[i]; v.Kind == yaml.ScalarNode {
-						mac := hmac.New(sha256.New, redactKey)
-						mac.Write([]byte(v.Value))
-						redact(v, "<redacted hmac:"+hex.EncodeToString(mac.Sum(nil))[:8]+">")
-					}
-				}
-			}
-		}
+	if secret || o.opaque() {
+		redactSecretValues(root)
 	}
+	redactEncrypted(root)
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
@@ -133,10 +129,88 @@ func (o Object) Redacted() []byte {
 	return b.Bytes()
 }
 
+// redactSecretValues marks every scalar under the data and stringData
+// fields of the Secret root: its own, and the ones << merges bring in,
+// even those that YAML-to-JSON conversion overrides, since their text is
+// shown all the same. Inside those fields it follows aliases and merges
+// to the nodes they name and marks those, where they are written.
+func redactSecretValues(root *yaml.Node) {
+	done := map[*yaml.Node]bool{}
+	var values func(n *yaml.Node)
+	values = func(n *yaml.Node) {
+		if n == nil || done[n] {
+			return
+		}
+		done[n] = true
+		n.HeadComment, n.LineComment, n.FootComment = "", "", ""
+		switch n.Kind {
+		case yaml.AliasNode:
+			values(n.Alias)
+		case yaml.ScalarNode:
+			redactValue(n)
+		case yaml.SequenceNode:
+			for _, c := range n.Content {
+				values(c)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				// A key names a value (or, for <<, merges one in); a key
+				// that is itself a mapping or a list is marked whole.
+				if k := n.Content[i]; k.Kind == yaml.MappingNode || k.Kind == yaml.SequenceNode {
+					values(k)
+				} else {
+					k.HeadComment, k.LineComment, k.FootComment = "", "", ""
+				}
+				values(n.Content[i+1])
+			}
+		}
+	}
+	fields := map[*yaml.Node]bool{}
+	var object func(m *yaml.Node)
+	object = func(m *yaml.Node) {
+		m = resolve(m)
+		if m == nil || fields[m] {
+			return
+		}
+		fields[m] = true
+		switch m.Kind {
+		case yaml.SequenceNode: // << merges a list of mappings
+			for _, c := range m.Content {
+				object(c)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(m.Content); i += 2 {
+				k := resolve(m.Content[i])
+				switch {
+				case k == nil || k.Kind != yaml.ScalarNode:
+				case k.ShortTag() == "!!merge":
+					object(m.Content[i+1])
+				case k.Value == "data" || k.Value == "stringData":
+					values(m.Content[i+1])
+				}
+			}
+		}
+	}
+	object(root)
+}
+
+// redactValue replaces a scalar of a Secret's values with its mark.
+func redactValue(n *yaml.Node) {
+	if isEncrypted(n.Value) {
+		redactEncrypted(n)
+		return
+	}
+	mac := hmac.New(sha256.New, redactKey)
+	mac.Write([]byte(n.Value))
+	redact(n, "<redacted hmac:"+hex.EncodeToString(mac.Sum(nil))[:8]+">")
+}
+
+func isEncrypted(s string) bool { return strings.HasPrefix(s, "ENC[") && strings.HasSuffix(s, "]") }
+
 // redactEncrypted replaces every ENC[…] scalar under n.
 func redactEncrypted(n *yaml.Node) {
 	if n.Kind == yaml.ScalarNode {
-		if strings.HasPrefix(n.Value, "ENC[") && strings.HasSuffix(n.Value, "]") {
+		if isEncrypted(n.Value) {
 			sum := sha256.Sum256([]byte(n.Value))
 			redact(n, "<redacted sha256:"+hex.EncodeToString(sum[:])[:12]+">")
 		}

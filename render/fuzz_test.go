@@ -20,6 +20,10 @@ func FuzzAssemble(f *testing.F) {
 	f.Add([]byte(mergeBomb(3, 4)))
 	f.Add([]byte("apiVersion: v1\nkind: A\nmetadata: &m {name: x, <<: *m}\n"))
 	f.Add([]byte("# Source: chart/a.yaml\n" + configMap("", "a") + "  s: |+\n    x\n\n"))
+	// Documents that are lists of objects (items, or a kind ending in List).
+	f.Add([]byte(configMap("team-b", "wrapper") + "items:\n" + wrapped))
+	f.Add([]byte("apiVersion: v1\nkind: List\nmetadata: {name: l}\nitems: []\n---\napiVersion: v1\nkind: PodList\nmetadata: {name: p}\n"))
+	f.Add([]byte(configMap("", "m") + "<<: {items: &i [{apiVersion: v1, kind: Secret, metadata: {name: s}}]}\n---\n" + configMap("", "n") + "items: *i\n"))
 	if secret, err := os.ReadFile("testdata/secret.sops.yaml"); err == nil {
 		f.Add(secret)
 	}

@@ -376,7 +376,7 @@ func TestRejections(t *testing.T) {
 		{name: "a name that isn't a string", files: []string{"n.yaml", identity + "  name: [x]\n"}, file: "n.yaml", document: 1, field: "metadata.name", says: []string{"must be a string, not a list"}},
 		{name: "a name that is a boolean", stream: identity + "  name: true\n", file: "stdin", document: 1, field: "metadata.name", says: []string{"not a boolean"}},
 		{name: "a namespace that isn't a string", stream: identity + "  name: x\n  namespace: 12\n", file: "stdin", document: 1, field: "metadata.namespace", says: []string{"must be a string"}},
-		{name: "a List", stream: "apiVersion: v1\nkind: List\nitems: []\nmetadata: {}\n", file: "stdin", document: 1, field: "metadata.name", says: []string{"put each of its items in a document"}},
+		{name: "a List", stream: "apiVersion: v1\nkind: List\nitems: []\nmetadata: {}\n", file: "stdin", document: 1, field: "items", says: []string{"a list of objects", "split it into separate documents"}},
 		{name: "a repeated key", stream: identity + "  name: x\n  name: y\n", file: "stdin", document: 1, field: "metadata.name", says: []string{"key repeated on lines 4 and 5"}},
 		{name: "a duplicate in one file", files: []string{"d.yaml", configMap("pay", "a") + "---\n" + configMap("pay", "a")}, file: "d.yaml", document: 2, says: []string{"duplicates ConfigMap pay/a from d.yaml document 1 (line 1)"}},
 		{name: "a duplicate across files", files: []string{"1.yaml", configMap("pay", "a"), "2.yaml", configMap("other", "b") + "---\n" + strings.Replace(configMap("pay", "a"), "value", "other", 1)}, file: "2.yaml", document: 2, says: []string{"duplicates ConfigMap pay/a from 1.yaml document 1"}},

@@ -71,6 +71,9 @@ func (d *document) object(expanded *int64) (Object, error) {
 	if err := d.checkTrim(root); err != nil {
 		return Object{}, err
 	}
+	if err := d.checkOneObject(root); err != nil {
+		return Object{}, err
+	}
 	o := Object{Source: d.source, Body: d.body, doc: d.index}
 	if sops := directValue(root, "sops"); sops != nil {
 		o.Encrypted = true
@@ -218,6 +221,28 @@ func duplicateKey(n *yaml.Node, path []string) (field, problem string) {
 	return "", ""
 }
 
+const listHint = "split it into separate documents, one object each, separated by a line holding only ---"
+
+// checkOneObject refuses a document that is a list of objects rather than
+// one: a top-level items list, found the way YAML-to-JSON conversion finds
+// it (through aliases and << merges), or a kind ending in List. Argo CD's
+// repo-server applies each item of any object whose items is a list as an
+// object of its own (Unstructured.IsList), and so does kubectl, so the items
+// would reach the cluster without any check of this release (the tenancy
+// policy's included) having seen them. It holds for SOPS documents too: sops
+// never encrypts keys or the shape of the tree, so an items list is one
+// before and after decryption, and a kind that is itself encrypted is
+// checked when the decrypted document is parsed.
+func (d *document) checkOneObject(root *yaml.Node) error {
+	if items := value(root, "items"); items != nil && items.Kind == yaml.SequenceNode {
+		return d.fail("items", fmt.Sprintf("a top-level items list (%d items) makes the document a list of objects, which Argo CD and kubectl apply one by one, unchecked by bucketops and its policy", len(items.Content)), listHint)
+	}
+	if kind, ok := stringValue(value(root, "kind")); ok && strings.HasSuffix(kind, "List") {
+		return d.fail("kind", fmt.Sprintf("%q is a list of objects, not one object", kind), listHint)
+	}
+	return nil
+}
+
 // plain validates the identity of a document that isn't encrypted.
 func (d *document) plain(root *yaml.Node, o *Object) error {
 	var problem string
@@ -235,11 +260,7 @@ func (d *document) plain(root *yaml.Node, o *Object) error {
 		return d.fail("metadata", "must be a mapping, not "+describe(md), identityHint)
 	}
 	if o.Name, problem = requiredString(value(md, "name")); problem != "" {
-		hint := identityHint
-		if o.Kind == "List" {
-			hint = "a List is not one object: put each of its items in a document of its own"
-		}
-		return d.fail("metadata.name", problem, hint)
+		return d.fail("metadata.name", problem, identityHint)
 	}
 	if ns := value(md, "namespace"); ns != nil && !isNull(ns) {
 		s, ok := stringValue(ns)

@@ -389,7 +389,11 @@ func (d *Decrypter) decrypt(o render.Object, n int, opts Options) (dec render.Ob
 	if err != nil {
 		var ie *render.InputError
 		if errors.As(err, &ie) {
-			return fail(ReasonInvalidDocument, strings.TrimPrefix(ie.Field+": "+ie.Problem, ": "))
+			detail := strings.TrimPrefix(ie.Field+": "+ie.Problem, ": ")
+			if ie.Hint != "" {
+				detail += "; " + ie.Hint
+			}
+			return fail(ReasonInvalidDocument, detail)
 		}
 		return fail(ReasonInvalidDocument, err.Error())
 	}

