@@ -4,10 +4,12 @@
 // Events arrive at least once and in any order, from Pub/Sub push, Pub/Sub
 // pull or polling; Notify takes them without ever blocking on Argo CD. Per
 // app, a burst coalesces into one refresh; a generation at or below one
-// already handled is dropped. A refresh is a normal one: each release is a
-// commit of the bridge's git view, so Argo CD resolves the new revision,
-// misses its manifest cache once and generates that release once, while a
-// refresh with no new release generates nothing. The Applications that
+// already handled is dropped. An Application with automated sync gets a
+// sync of its targetRevision (SyncAutomated; trigger.go says why), the
+// others a normal refresh: each release is a commit of the bridge's git
+// view, so Argo CD resolves the new revision, misses its manifest cache once
+// and generates that release once, while a refresh with no new release
+// generates nothing. The Applications that
 // deploy an app come from an index kept fresh by Argo CD's watch stream, so
 // an event costs no listing. Failed Argo CD calls are retried with back-off
 // until they succeed or a newer generation replaces them; calls Argo CD
@@ -63,6 +65,9 @@ type Config struct {
 	// sync and has no automated sync policy of its own; Prune prunes in it.
 	Sync  bool
 	Prune bool
+	// SyncAutomated asks Argo CD for a sync instead of a refresh of an
+	// Application with automated sync (trigger.go says why).
+	SyncAutomated bool
 	// Workers bounds concurrent Argo CD calls (default 16). A refresh
 	// waits for Argo CD to generate the app's manifests, so this is how
 	// many apps of a burst Argo CD works on at once; its application

@@ -165,6 +165,16 @@ func (x *index) isReady() bool {
 	return x.ready
 }
 
+// get returns a copy of the Application k, or nil.
+func (x *index) get(k appKey) *v1alpha1.Application {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if a := x.apps[k]; a != nil {
+		return a.DeepCopy()
+	}
+	return nil
+}
+
 // forApp returns copies of the Applications that deploy app, by key.
 func (x *index) forApp(app string) []*v1alpha1.Application {
 	x.mu.RLock()

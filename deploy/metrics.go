@@ -9,6 +9,7 @@ type metrics struct {
 	argoErrors      *prometheus.CounterVec
 	polls           *prometheus.CounterVec
 	nudges          prometheus.Counter
+	triggers        *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, pending func() float64) (*metrics, error) {
@@ -31,6 +32,10 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) (*metrics, er
 			Name: "bucketops_sync_nudges_total",
 			Help: "Refreshes sent because a sync the bridge requested hadn't started after --argocd-nudge-after (argo-cd#18500).",
 		}),
+		triggers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bucketops_argocd_triggers_total",
+			Help: "What the bridge asked of Argo CD for a release, per Application: refresh, sync (an automated Application, --sync-automated), fallback_refresh (after a sync that didn't deploy the release).",
+		}, []string{"trigger"}),
 		argoErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bucketops_argocd_errors_total",
 			Help: "Failed Argo CD calls by call (refresh, sync, list, watch) and gRPC code.",
@@ -44,7 +49,7 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) (*metrics, er
 		Name: "bucketops_apps_pending",
 		Help: "Apps with a generation not yet refreshed in Argo CD.",
 	}, pending)
-	for _, c := range []prometheus.Collector{m.events, m.latency, m.finalizeLatency, m.argoErrors, m.polls, m.nudges, pendingGauge} {
+	for _, c := range []prometheus.Collector{m.events, m.latency, m.finalizeLatency, m.argoErrors, m.polls, m.nudges, m.triggers, pendingGauge} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

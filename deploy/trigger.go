@@ -8,14 +8,31 @@ import (
 
 	"github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
 	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// What a release asks of Argo CD, per Application.
+// What a release asks of Argo CD, per Application: a sync for one that
+// syncs automatically (SyncAutomated), a refresh for the others, then a
+// sync if the bridge syncs them (Sync).
+//
+// Why a sync rather than a refresh for an automated Application: a refresh
+// is an annotation argocd-server sets and the controller clears, and every
+// annotation change of an Application makes the ApplicationSet controller
+// render its whole ApplicationSet again (twice per refresh); the refresh's
+// comparison is then followed by the automated sync's own. A sync request
+// changes no annotation and goes straight to the one comparison the sync
+// makes. Argo CD refuses a sync to an explicit revision on an automated
+// Application, so the sync names none: argocd-server resolves the
+// Application's own targetRevision with a fresh ls-remote of the git view,
+// whose branch is already at the release. Whether it landed there is
+// checked once the operation finishes; when it didn't (or the operation
+// never started), a refresh follows, as without SyncAutomated.
 
-// deploy refreshes every Application of app and syncs those that need it.
-// Before the index has loaded, it fails so the app is retried.
+// deploy asks Argo CD to take generation gen of app in every Application
+// that deploys it. Before the index has loaded, it fails so the app is
+// retried.
 func (d *Deployer) deploy(ctx context.Context, app string, gen int64, written, received time.Time) error {
 	if !d.index.isReady() {
 		return errors.New("the Application index hasn't loaded from Argo CD yet")
@@ -27,21 +44,31 @@ func (d *Deployer) deploy(ctx context.Context, app string, gen int64, written, r
 	}
 	var errs []error
 	for _, a := range apps {
-		if err := d.deployApplication(ctx, app, gen, written, received, a); err != nil {
+		var err error
+		if d.cfg.SyncAutomated && automated(a) {
+			err = d.syncAutomated(ctx, app, gen, written, received, a)
+		} else {
+			err = d.refreshApplication(ctx, app, gen, written, received, a)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("application %s: %w", d.index.key(a), err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (d *Deployer) deployApplication(ctx context.Context, app string, gen int64, written, received time.Time, a *v1alpha1.Application) error {
-	name, ns, project := a.Name, d.index.key(a).Namespace, a.Spec.Project
-	argo := d.client()
-	refreshed, err := d.refresh(ctx, argo, name, ns, project)
-	if err != nil {
-		return fmt.Errorf("refresh: %w", err)
-	}
-	// Once per refresh that reached Argo CD, not per attempt.
+// automated reports whether Argo CD syncs a itself. Argo CD 3.x can also
+// turn automated sync off with automated.enabled: false, a field the v2
+// client drops: such an Application looks automated here (docs/argocd.md
+// says to remove automated instead, or to run without --sync-automated).
+func automated(a *v1alpha1.Application) bool {
+	p := a.Spec.SyncPolicy
+	return p != nil && p.Automated != nil
+}
+
+// observe records how long the release took to reach Argo CD, once per
+// call that reached it.
+func (d *Deployer) observe(written, received time.Time) {
 	now := d.now()
 	if !received.IsZero() {
 		d.metrics.latency.Observe(now.Sub(received).Seconds())
@@ -49,12 +76,25 @@ func (d *Deployer) deployApplication(ctx context.Context, app string, gen int64,
 	if !written.IsZero() {
 		d.metrics.finalizeLatency.Observe(now.Sub(written).Seconds())
 	}
+}
+
+// refreshApplication refreshes a, then syncs it when the bridge syncs
+// Applications without automated sync and a is out of sync.
+func (d *Deployer) refreshApplication(ctx context.Context, app string, gen int64, written, received time.Time, a *v1alpha1.Application) error {
+	name, ns, project := a.Name, d.index.key(a).Namespace, a.Spec.Project
+	argo := d.client()
+	d.metrics.triggers.WithLabelValues("refresh").Inc()
+	refreshed, err := d.refresh(ctx, argo, name, ns, project)
+	if err != nil {
+		return fmt.Errorf("refresh: %w", err)
+	}
+	d.observe(written, received)
 	d.log.Info("refreshed", "app", app, "generation", gen, "application", d.index.key(a).String(), "revision", refreshed.Status.Sync.Revision)
 	d.recordComparison(app, gen, comparisonError(refreshed))
 	if !d.cfg.Sync {
 		return nil
 	}
-	if p := refreshed.Spec.SyncPolicy; p != nil && p.Automated != nil {
+	if automated(refreshed) {
 		// Argo CD syncs it itself once the refresh shows it out of sync; a
 		// sync of ours would race it.
 		return nil
@@ -62,11 +102,37 @@ func (d *Deployer) deployApplication(ctx context.Context, app string, gen int64,
 	if refreshed.Status.Sync.Status == v1alpha1.SyncStatusCodeSynced {
 		return nil
 	}
-	prune := d.cfg.Prune
+	requested := time.Now()
+	if err := d.sync(ctx, argo, name, ns, project, d.cfg.Prune); err != nil {
+		return err
+	}
+	d.log.Info("sync started", "app", app, "generation", gen, "application", d.index.key(a).String(), "prune", d.cfg.Prune)
+	d.nudgeLater(ctx, name, ns, project, requested)
+	return nil
+}
+
+// syncAutomated asks Argo CD to sync a, which syncs automatically, to its
+// own targetRevision, pruning as its automated policy says, and checks
+// afterwards that the sync landed on generation gen or a newer one.
+func (d *Deployer) syncAutomated(ctx context.Context, app string, gen int64, written, received time.Time, a *v1alpha1.Application) error {
+	name, ns, project := a.Name, d.index.key(a).Namespace, a.Spec.Project
+	prune := a.Spec.SyncPolicy.Automated.Prune
+	requested := time.Now()
+	d.metrics.triggers.WithLabelValues("sync").Inc()
+	if err := d.sync(ctx, d.client(), name, ns, project, prune); err != nil {
+		return err
+	}
+	d.observe(written, received)
+	d.log.Info("sync started", "app", app, "generation", gen, "application", d.index.key(a).String(), "prune", prune)
+	d.confirmLater(ctx, app, gen, d.index.key(a), project, requested)
+	return nil
+}
+
+// sync asks Argo CD to sync one Application to its targetRevision.
+func (d *Deployer) sync(ctx context.Context, argo application.ApplicationServiceClient, name, ns, project string, prune bool) error {
 	cctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
 	defer cancel()
-	requested := time.Now()
-	_, err = argo.Sync(cctx, &application.ApplicationSyncRequest{
+	_, err := argo.Sync(cctx, &application.ApplicationSyncRequest{
 		Name: &name, AppNamespace: &ns, Project: &project, Prune: &prune,
 	})
 	if err != nil {
@@ -77,7 +143,69 @@ func (d *Deployer) deployApplication(ctx context.Context, app string, gen int64,
 		}
 		return fmt.Errorf("sync: %w", err)
 	}
-	d.log.Info("sync started", "app", app, "generation", gen, "application", d.index.key(a).String(), "prune", prune)
-	d.nudgeLater(ctx, name, ns, project, requested)
 	return nil
+}
+
+// confirmInterval is how often confirmLater looks at the index.
+const confirmInterval = 250 * time.Millisecond
+
+// confirmLater follows, in the index the watch stream keeps, the sync
+// requested at requested until it finishes. It landed when Argo CD synced
+// generation gen or a newer one; otherwise (it failed, it synced an older
+// revision, or it never started within NudgeAfter, argo-cd#18500) a normal
+// refresh follows, which shows the failure in the Application's
+// conditions and lets Argo CD's automated sync take the release.
+func (d *Deployer) confirmLater(ctx context.Context, app string, gen int64, k appKey, project string, requested time.Time) {
+	since := requested.Truncate(time.Second) // Argo CD's times have whole seconds
+	var check func()
+	check = func() {
+		if ctx.Err() != nil {
+			return
+		}
+		a := d.index.get(k)
+		if a == nil {
+			return // deleted meanwhile
+		}
+		op := a.Status.OperationState
+		started := op != nil && !op.StartedAt.Time.Before(since)
+		switch {
+		case started && op.Phase.Completed():
+			landed := int64(0)
+			if op.SyncResult != nil && op.SyncResult.Revision != "" {
+				if r, err := d.generationOf(ctx, app, op.SyncResult.Revision); err == nil {
+					landed = r.Generation
+				}
+			}
+			if op.Phase == synccommon.OperationSucceeded && landed >= gen {
+				return
+			}
+			reason := fmt.Sprintf("the sync ended %s at generation %d", op.Phase, landed)
+			if op.Phase != synccommon.OperationSucceeded {
+				reason = fmt.Sprintf("the sync ended %s: %s", op.Phase, op.Message)
+			}
+			d.fallBack(ctx, app, gen, k, project, reason)
+			return
+		case !started && time.Since(requested) >= d.cfg.NudgeAfter:
+			d.metrics.nudges.Inc()
+			d.fallBack(ctx, app, gen, k, project, "the sync hasn't started")
+			return
+		case time.Since(requested) >= d.cfg.CallTimeout:
+			return // still running: Argo CD reports the outcome
+		}
+		time.AfterFunc(confirmInterval, check)
+	}
+	time.AfterFunc(confirmInterval, check)
+}
+
+// fallBack refreshes an automated Application a sync of gen didn't
+// deploy.
+func (d *Deployer) fallBack(ctx context.Context, app string, gen int64, k appKey, project, reason string) {
+	d.metrics.triggers.WithLabelValues("fallback_refresh").Inc()
+	d.log.Info("a sync didn't deploy the release; refreshing", "app", app, "generation", gen, "application", k.String(), "reason", reason)
+	refreshed, err := d.refresh(ctx, d.client(), k.Name, k.Namespace, project)
+	if err != nil {
+		d.log.Warn("refresh after a sync failed; Argo CD's own polling is the safety net", "app", app, "generation", gen, "application", k.String(), "error", err)
+		return
+	}
+	d.recordComparison(app, gen, comparisonError(refreshed))
 }

@@ -58,12 +58,13 @@ type Call struct {
 	At        time.Time
 	// Peer is the caller's address (host:port).
 	Peer string
-	// Generation is, for a refresh, what the function given to
+	// Generation is, for a refresh or a sync, what the function given to
 	// RecordGeneration returned: the generation Argo CD would have rendered.
 	Generation int64
 	// Refresh is the refresh's type: "normal" or "hard".
 	Refresh string
-	// Revision is, for a refresh, the revision it resolved (Resolve).
+	// Revision is, for a refresh or a sync, the revision it resolved
+	// (Resolve).
 	Revision string
 }
 
@@ -578,8 +579,25 @@ func (v *service) Sync(ctx context.Context, req *application.ApplicationSyncRequ
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "applications.argoproj.io %q not found", req.GetName())
 	}
-	s.calls = append(s.calls, Call{Method: "sync", Name: a.Name, Namespace: a.Namespace, Prune: req.GetPrune(), At: time.Now(), Peer: peerAddr(ctx)})
+	// As argocd-server: an automated Application syncs to its own
+	// targetRevision only, and the revision is resolved afresh (Resolve).
+	if p := a.Spec.SyncPolicy; p != nil && p.Automated != nil && req.GetRevision() != "" && req.GetRevision() != cmpOr(a.Spec.GetSource().TargetRevision, "HEAD") {
+		return nil, status.Errorf(codes.FailedPrecondition, "Cannot sync to %s: auto-sync currently set to %s", req.GetRevision(), cmpOr(a.Spec.GetSource().TargetRevision, "HEAD"))
+	}
+	call := Call{Method: "sync", Name: a.Name, Namespace: a.Namespace, Prune: req.GetPrune(), At: time.Now(), Peer: peerAddr(ctx)}
 	a = a.DeepCopy()
+	if s.resolve != nil {
+		rev, err := s.resolve(a)
+		if err != nil {
+			return nil, status.Errorf(codes.Unknown, "error resolving repo revision: %v", err)
+		}
+		a.Status.Sync.Revision = rev
+		call.Revision = rev
+	}
+	if s.renders != nil {
+		call.Generation = s.renders(a)
+	}
+	s.calls = append(s.calls, call)
 	if s.onSync != nil {
 		if err := s.onSync(a, req); err != nil {
 			return nil, err
@@ -600,6 +618,13 @@ func (v *service) Sync(ctx context.Context, req *application.ApplicationSyncRequ
 	}
 	s.storeLocked(watch.Modified, a)
 	return a.DeepCopy(), nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // versionService answers as argocd-server's version service does.

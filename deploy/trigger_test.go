@@ -1,0 +1,164 @@
+package deploy_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
+	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bucketops/bucketops/deploy"
+	"github.com/bucketops/bucketops/deploy/argocdtest"
+	"github.com/bucketops/bucketops/store/storetest"
+)
+
+// automatedApp is viewApp with automated sync, pruning.
+func automatedApp(name, app, url string) *v1alpha1.Application {
+	a := viewApp(name, app, url)
+	a.Spec.SyncPolicy = &v1alpha1.SyncPolicy{Automated: &v1alpha1.SyncPolicyAutomated{Prune: true}}
+	return a
+}
+
+// waitCalls waits until the fake has answered n calls of method for the
+// Application name.
+func waitCalls(t *testing.T, argo *argocdtest.Server, method, name string, n int) []argocdtest.Call {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var got []argocdtest.Call
+		for _, c := range argo.Calls() {
+			if c.Method == method && c.Name == name {
+				got = append(got, c)
+			}
+		}
+		if len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d %s calls, want %d", name, len(got), method, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// An Application that syncs automatically gets a sync of its own
+// targetRevision, which Argo CD resolves to the release's commit, and no
+// refresh: no refresh annotation flips (each of which re-renders an
+// ApplicationSet) and one comparison fewer. The others are refreshed as
+// before.
+func TestAutomatedApplicationsAreSyncedNotRefreshed(t *testing.T) {
+	argo := argocdtest.New(t)
+	st := storetest.New(t, true).Store(t, "")
+	view, url := gitView(t, argo, st)
+	argo.Put(automatedApp("auto", "prod/payments", url("prod/payments")))
+	argo.Put(viewApp("manual", "prod/manual", url("prod/manual")))
+	r := newRig(t, argo, st, func(c *deploy.Config) { c.Revisions, c.SyncAutomated = view, true })
+
+	auto, manual := publish(t, st, "prod/payments", "one"), publish(t, st, "prod/manual", "one")
+	r.deployer.Notify(deploy.Event{App: "prod/payments", Generation: auto, Source: deploy.SourcePush})
+	r.deployer.Notify(deploy.Event{App: "prod/manual", Generation: manual, Source: deploy.SourcePush})
+	waitHandled(t, r.deployer, "prod/payments", auto)
+	waitHandled(t, r.deployer, "prod/manual", manual)
+
+	sha, err := view.Commit(context.Background(), "prod/payments", auto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncs := waitCalls(t, argo, "sync", "auto", 1)
+	if len(syncs) != 1 || syncs[0].Revision != sha || !syncs[0].Prune {
+		t.Errorf("syncs of auto: %+v; want one, pruning as its automated policy says, landing on %s", syncs, sha)
+	}
+	waitCalls(t, argo, "refresh", "manual", 1)
+	// The sync landed: what Argo CD reports is the release, deployed.
+	waitState(t, r.deployer, auto, deploy.StateDeployed)
+	if n := len(argo.Syncs()); n != 1 {
+		t.Errorf("%d syncs; the manual Application must not be synced without --sync", n)
+	}
+	for _, c := range argo.Refreshes() {
+		if c.Name == "auto" {
+			t.Errorf("the automated Application was refreshed after a sync that landed: %+v", c)
+		}
+	}
+}
+
+// A sync that doesn't deploy the release, because it ended on an older
+// revision, failed, or never started, is followed by a refresh, as without
+// sync-first: Argo CD then shows the failure in the Application's
+// conditions and its automated sync takes the release.
+func TestASyncThatDidNotDeployTheReleaseIsFollowedByARefresh(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		onSync func(old string) func(*v1alpha1.Application, *application.ApplicationSyncRequest) error
+	}{
+		{
+			name: "it landed on an older revision",
+			onSync: func(old string) func(*v1alpha1.Application, *application.ApplicationSyncRequest) error {
+				return func(a *v1alpha1.Application, _ *application.ApplicationSyncRequest) error {
+					finished(a, synccommon.OperationSucceeded, old, "successfully synced")
+					return nil
+				}
+			},
+		},
+		{
+			name: "it failed to generate the manifests",
+			onSync: func(string) func(*v1alpha1.Application, *application.ApplicationSyncRequest) error {
+				return func(a *v1alpha1.Application, _ *application.ApplicationSyncRequest) error {
+					finished(a, synccommon.OperationError, "", "ComparisonError: bucketops: refused")
+					return nil
+				}
+			},
+		},
+		{
+			name: "it never started",
+			onSync: func(string) func(*v1alpha1.Application, *application.ApplicationSyncRequest) error {
+				return func(a *v1alpha1.Application, _ *application.ApplicationSyncRequest) error {
+					a.Operation = &v1alpha1.Operation{Sync: &v1alpha1.SyncOperation{}}
+					return nil
+				}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			argo := argocdtest.New(t)
+			st := storetest.New(t, true).Store(t, "")
+			view, url := gitView(t, argo, st)
+			first := publish(t, st, "prod/payments", "one")
+			old, err := view.Commit(context.Background(), "prod/payments", first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			argo.Put(automatedApp("auto", "prod/payments", url("prod/payments")))
+			argo.OnSync(tc.onSync(old))
+			r := newRig(t, argo, st, func(c *deploy.Config) {
+				c.Revisions, c.SyncAutomated, c.NudgeAfter = view, true, 300*time.Millisecond
+			})
+			gen := publish(t, st, "prod/payments", "two")
+			r.deployer.Notify(deploy.Event{App: "prod/payments", Generation: gen, Source: deploy.SourcePush})
+			waitCalls(t, argo, "sync", "auto", 1)
+			refreshes := waitCalls(t, argo, "refresh", "auto", 1)
+			sha, err := view.Commit(context.Background(), "prod/payments", gen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if refreshes[0].Revision != sha {
+				t.Errorf("the refresh resolved %s, want the release's commit %s", refreshes[0].Revision, sha)
+			}
+		})
+	}
+}
+
+// finished sets a's operation as ended in phase at revision.
+func finished(a *v1alpha1.Application, phase synccommon.OperationPhase, revision, msg string) {
+	now := metav1.Now()
+	a.Status.OperationState = &v1alpha1.OperationState{
+		Operation:  v1alpha1.Operation{Sync: &v1alpha1.SyncOperation{Revision: revision}},
+		Phase:      phase,
+		Message:    msg,
+		StartedAt:  now,
+		FinishedAt: &now,
+		SyncResult: &v1alpha1.SyncOperationResult{Revision: revision},
+	}
+}
