@@ -97,6 +97,7 @@ bench:
 	$(GO) test -run '^$$' -bench BenchmarkRenderMemory -benchtime 3x -count 3 ./render/ | tee -a $(BIN)/bench.txt
 	$(GO) test -run '^$$' -bench BenchmarkGitView -benchtime 100x -count 3 ./gitview/ | tee -a $(BIN)/bench.txt
 	$(GO) test -run '^$$' -bench 'BenchmarkTimeline|BenchmarkDiff' -benchtime 30x -count 3 ./ui/ | tee -a $(BIN)/bench.txt
+	$(GO) test -run '^$$' -bench BenchmarkFleetPages -benchtime 5x -count 3 ./ui/ | tee -a $(BIN)/bench.txt
 	$(GO) test -run '^$$' -bench BenchmarkNotifyToRefresh -benchtime 200x -count 3 ./deploy/ | tee -a $(BIN)/bench.txt
 	$(GO) test -run '^$$' -bench 'BenchmarkPublish|BenchmarkSign' -benchtime 200x -count 5 ./provenance/ | tee -a $(BIN)/bench.txt
 	$(GO) test -run '^$$' -bench BenchmarkVerifyChain -benchtime 1x -count 3 -timeout 30m ./provenance/ | tee -a $(BIN)/bench.txt

@@ -22,7 +22,8 @@ import (
 // at 10 and 10,000 releases, over HTTP on loopback. The history comes from
 // an in-memory source (publishing 10,000 releases through the emulator
 // takes minutes); a head read costs nothing here, where GCS would add one
-// request. It also reports the view's heap per 10,000 releases.
+// request. It also reports the view's heap per 10,000 releases, and what
+// its cache weighs them at (Config.CacheBytes bounds that).
 func BenchmarkGitView(b *testing.B) {
 	for _, n := range []int{10, 10_000} {
 		rels := make([]store.Release, n+1)
@@ -59,6 +60,8 @@ func BenchmarkGitView(b *testing.B) {
 			}
 			if n >= 10_000 {
 				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n)*10_000/(1<<20), "heap-MiB-per-10k-releases")
+				// What the view's cache weighs them at, against the heap.
+				b.ReportMetric(float64(v.CachedBytes())/float64(n)*10_000/(1<<20), "cached-MiB-per-10k-releases")
 			}
 		})
 		shas, _ := gitview.Chain(loc, rels)

@@ -1,7 +1,6 @@
 package gitview
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/bucketops/bucketops/cache"
 	"github.com/bucketops/bucketops/store"
 )
 
@@ -29,22 +29,25 @@ type Config struct {
 	Source   Source
 	Location store.Location
 	Logger   *slog.Logger
-	// MaxApps bounds the apps whose commits are kept in memory (default
-	// 1,000; about 1 KiB per release); an evicted app is built again from
-	// its history when next asked for.
-	MaxApps int
+	// CacheBytes bounds the memory of the apps' commits the view keeps
+	// (about 1.7 KiB per release), the least recently asked for evicted
+	// first; 0 means DefaultCacheBytes. An evicted app is built again from
+	// its history when next asked for, with the same SHAs; an app whose
+	// commits alone exceed the budget is built for every request.
+	CacheBytes int64
 }
+
+// DefaultCacheBytes is the memory the view keeps commits in by default.
+const DefaultCacheBytes = 128 << 20
 
 // View serves each app's releases as a git repository.
 type View struct {
-	src     Source
-	loc     store.Location
-	log     *slog.Logger
-	maxApps int
+	src Source
+	loc store.Location
+	log *slog.Logger
 
-	mu     sync.Mutex
-	chains map[string]*list.Element // of *chain
-	lru    *list.List
+	mu     sync.Mutex // makes finding or adding a chain one step
+	chains *cache.LRU[string, *chain]
 	builds singleflight.Group
 }
 
@@ -63,12 +66,16 @@ func New(cfg Config) (*View, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if cfg.MaxApps <= 0 {
-		cfg.MaxApps = 1000
+	if cfg.CacheBytes <= 0 {
+		cfg.CacheBytes = DefaultCacheBytes
 	}
-	return &View{src: cfg.Source, loc: cfg.Location, log: cfg.Logger, maxApps: cfg.MaxApps,
-		chains: map[string]*list.Element{}, lru: list.New()}, nil
+	return &View{src: cfg.Source, loc: cfg.Location, log: cfg.Logger, chains: cache.New[string, *chain](cfg.CacheBytes)}, nil
 }
+
+// CachedBytes returns the memory of the commits the view keeps, at most
+// Config.CacheBytes: what the bridge's bucketops_gitview_cache_bytes
+// gauge reports.
+func (v *View) CachedBytes() int64 { return v.chains.Bytes() }
 
 // entry is one release's commit.
 type entry struct {
@@ -89,7 +96,17 @@ type chain struct {
 	position map[plumbing.Hash]int // commit → index in entries
 
 	snap atomic.Pointer[snapshot]
+	// size is about the memory the chain holds, what the view's cache
+	// weighs it by.
+	size atomic.Int64
 }
+
+// Weights of a chain in memory beyond its objects' contents: a chain, and
+// per release its entry, position and three objects in their maps.
+const (
+	chainBytes = 1024
+	entryBytes = 640
+)
 
 // snapshot is an app's history up to one release.
 type snapshot struct {
@@ -139,6 +156,7 @@ func (c *chain) append(loc store.Location, rels []store.Release) error {
 			return err
 		}
 		c.objects.add(blob, tree, commit)
+		c.size.Add(rel.Footprint() + entryBytes + blob.Size() + tree.Size() + commit.Size())
 		c.position[commit.Hash()] = len(c.entries)
 		c.entries = append(c.entries, entry{release: rel, commit: commit.Hash(), tree: tree.Hash(), blob: blob.Hash()})
 		parent, last = commit.Hash(), rel.Generation
@@ -154,18 +172,25 @@ func (c *chain) append(loc store.Location, rels []store.Release) error {
 func (v *View) chainOf(app string) *chain {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if el, ok := v.chains[app]; ok {
-		v.lru.MoveToFront(el)
-		return el.Value.(*chain)
+	if c, ok := v.chains.Get(app); ok {
+		return c
 	}
 	c := &chain{app: app, objects: newObjects(), position: map[plumbing.Hash]int{}}
-	v.chains[app] = v.lru.PushFront(c)
-	for v.lru.Len() > v.maxApps {
-		old := v.lru.Back()
-		v.lru.Remove(old)
-		delete(v.chains, old.Value.(*chain).app)
-	}
+	c.size.Store(chainBytes)
+	v.chains.Add(app, c, c.size.Load())
 	return c
+}
+
+// weigh keeps c at its size now that it grew, unless another chain of its
+// app replaced it after it was evicted; a chain evicted meanwhile comes
+// back, as the most recently used.
+func (v *View) weigh(c *chain) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if cur, ok := v.chains.Get(c.app); ok && cur != c {
+		return
+	}
+	v.chains.Add(c.app, c, c.size.Load())
 }
 
 // Current returns app's history up to its head in the bucket: one request
@@ -212,7 +237,9 @@ func (v *View) extend(ctx context.Context, app string, head int64) (*snapshot, e
 		}
 		slices.Reverse(hist)
 		v.checkHistory(c, hist)
-		return nil, c.append(v.loc, hist)
+		err = c.append(v.loc, hist)
+		v.weigh(c)
+		return nil, err
 	})
 	if err != nil {
 		return nil, err

@@ -464,37 +464,10 @@ func (n *newest) sorted() []Release {
 }
 
 // List returns the head release of every app under prefix (a path of whole
-// segments, or empty for all), sorted by app.
+// segments, or empty for all), in the bucket's order of object names.
 func (s *Store) List(ctx context.Context, prefix string) ([]Release, error) {
-	if err := ValidatePrefix(prefix); err != nil {
-		return nil, err
-	}
-	q := &storage.Query{}
-	parts := []string{}
-	if s.loc.Prefix != "" {
-		parts = append(parts, s.loc.Prefix)
-	}
-	if p := strings.Trim(prefix, "/"); p != "" {
-		parts = append(parts, p)
-	}
-	if len(parts) > 0 {
-		q.Prefix = strings.Join(parts, "/") + "/"
-	}
-	var out []Release
-	it := s.bucket.Objects(ctx, q)
-	for {
-		attrs, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", s.loc, s.translate(ctx, err))
-		}
-		if app, ok := s.loc.App(attrs.Name); ok {
-			out = append(out, s.release(app, attrs, true))
-		}
-	}
-	return out, nil
+	heads, _, err := s.ListPage(ctx, prefix, ListOptions{})
+	return heads, err
 }
 
 // Ping checks that the bucket answers, with the permission the bridge needs

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsouza/fake-gcs-server/fakestorage"
+
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/render/sopstest"
 	"github.com/bucketops/bucketops/store"
@@ -31,14 +33,24 @@ func (m *memory) History(context.Context, string, store.HistoryOptions) ([]store
 	return append([]store.Release(nil), m.rels...), nil
 }
 func (m *memory) List(context.Context, string) ([]store.Release, error) { return m.rels[:1], nil }
+func (m *memory) ListPage(context.Context, string, store.ListOptions) ([]store.Release, string, error) {
+	return m.rels[:1], "", nil
+}
+func (m *memory) Histories(_ context.Context, _ string, _ store.HistoriesOptions, fn func(string, []store.Release) bool) error {
+	fn(m.app, append([]store.Release(nil), m.rels...))
+	return nil
+}
 func (m *memory) Read(context.Context, store.Ref) (store.Release, []byte, error) {
 	return store.Release{}, nil, store.ErrNotFound
 }
 
 // serve returns a logged-in client of the pages over src.
-func serve(b *testing.B, src ui.Releases) (*http.Client, string) {
+func serve(b *testing.B, src ui.Releases) (*http.Client, string) { return serveWith(b, src, 0) }
+
+// serveWith is serve with the pages keeping historyBytes of histories.
+func serveWith(b *testing.B, src ui.Releases, historyBytes int64) (*http.Client, string) {
 	u, err := ui.New(ui.Config{Releases: src, Location: store.Location{Bucket: "b"}, Logger: slog.New(slog.DiscardHandler),
-		Authenticate: func(tok string) bool { return tok == token }, SessionSecret: []byte(strings.Repeat("k", 32))})
+		Authenticate: func(tok string) bool { return tok == token }, SessionSecret: []byte(strings.Repeat("k", 32)), HistoryBytes: historyBytes})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -75,6 +87,65 @@ func BenchmarkTimeline(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkFleetPages is the as-of page (100 apps to a page) and the
+// activity page of a week over fleets of 100 and 1,000 apps with 10
+// releases each, through the real GCS client to the emulator, cold (the
+// pages keep no history) and warm (the histories cached). requests/op is
+// what a page costs the bucket: it used to be one request per app for its
+// head and, cold, one listing per app of its versions.
+func BenchmarkFleetPages(b *testing.B) {
+	const releases = 10
+	for _, apps := range []int{100, 1000} {
+		tb := storetest.New(b, true)
+		st := tb.Store(b, "")
+		// Written directly into the emulator: 10,000 publishes would
+		// take minutes, and the point is what reading them costs.
+		now := time.Now()
+		gen := now.UnixMicro()
+		for a := range apps {
+			name := fmt.Sprintf("prod/app%04d/manifests.yaml", a)
+			for n := 1; n <= releases; n++ {
+				data := fmt.Appendf(nil, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  n: %q\n", fmt.Sprint(n))
+				gen++
+				tb.Server.CreateObject(fakestorage.Object{
+					ObjectAttrs: fakestorage.ObjectAttrs{
+						BucketName: storetest.BucketName, Name: name, Generation: gen, ContentType: store.ContentType,
+						Created: now.Add(-time.Duration(releases-n) * time.Hour),
+						Metadata: map[string]string{"bucketops-digest": store.Digest(data), "bucketops-sequence": fmt.Sprint(n),
+							"bucketops-author": "ci-bot", "bucketops-message": fmt.Sprintf("build %d", n)},
+					},
+					Content: data,
+				})
+			}
+		}
+		at := url.QueryEscape(now.Add(-90 * time.Minute).UTC().Format(time.RFC3339))
+		for _, cache := range []struct {
+			name  string
+			bytes int64
+		}{{"cold", -1}, {"warm", 0}} {
+			c, base := serveWith(b, st, cache.bytes)
+			for _, p := range []struct{ name, path, row string }{
+				{"asof", "/ui/asof?t=" + at, `class="asof-release"`},
+				{"activity", "/ui/activity", "build "},
+			} {
+				b.Run(fmt.Sprintf("apps=%d/page=%s/%s", apps, p.name, cache.name), func(b *testing.B) {
+					u := base + p.path
+					if a := get(b, c, u); a.status != 200 || strings.Count(a.body, p.row) != min(apps, 100) && p.name == "asof" {
+						b.Fatalf("%d %s", a.status, pageText(a.body))
+					}
+					before := tb.Requests.Load()
+					for b.Loop() {
+						if a := get(b, c, u); a.status != 200 {
+							b.Fatalf("%d", a.status)
+						}
+					}
+					b.ReportMetric(float64(tb.Requests.Load()-before)/float64(b.N), "requests/op")
+				})
+			}
+		}
 	}
 }
 

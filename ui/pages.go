@@ -26,6 +26,9 @@ const pageSize = 50
 // maxActivity bounds the rows of one activity answer.
 const maxActivity = 10_000
 
+// asOfPageSize is the apps of one as-of page.
+const asOfPageSize = 100
+
 var funcs = template.FuncMap{
 	"time": func(t time.Time) string {
 		if t.IsZero() {
@@ -382,24 +385,33 @@ func (u *UI) asOf(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, http.StatusBadRequest, "Bad time", err.Error())
 		return
 	}
-	heads, err := u.cfg.Releases.List(r.Context(), prefix)
+	from := q.Get("from")
+	if from != "" {
+		if err := store.ValidateApp(from); err != nil {
+			u.fail(w, r, http.StatusBadRequest, "Bad page", "from: "+err.Error())
+			return
+		}
+	}
+	// A page of apps at a time: its heads in one request, and the
+	// histories the cache misses in one listing of their versions.
+	heads, next, err := u.cfg.Releases.ListPage(r.Context(), prefix, store.ListOptions{From: from, Limit: asOfPageSize})
 	if err != nil {
 		u.storeFail(w, r, "the apps", err)
 		return
 	}
 	var rows []asOfRow
-	for _, h := range heads {
-		rels, err := u.histories.get(r.Context(), h.App)
-		if err != nil {
-			u.storeFail(w, r, h.App, err)
-			return
-		}
-		row := asOfRow{App: h.App}
+	err = u.histories.each(r.Context(), prefix, heads, next, func(head store.Release, rels []store.Release) {
+		row := asOfRow{App: head.App}
 		if rel, ok := store.HeadAt(rels, t); ok {
 			row.Release = &rel
 		}
 		rows = append(rows, row)
+	})
+	if err != nil {
+		u.storeFail(w, r, "the apps' histories", err)
+		return
 	}
+	data["From"], data["Next"], data["PageSize"] = from, next, asOfPageSize
 	data["Time"], data["Rows"] = t, rows
 	cli := "bucketops log APP --as-of " + t.Format(time.RFC3339) + "  # for each app"
 	u.renderPage(w, r, http.StatusOK, "asof", page{Title: "As of " + t.Format(time.RFC3339), Who: who(r), Permalink: r.URL.RequestURI(), CLI: cli, Data: data})
@@ -439,25 +451,23 @@ func (u *UI) activity(w http.ResponseWriter, r *http.Request) {
 		u.storeFail(w, r, "the apps", err)
 		return
 	}
-	var rows []store.Release
-	truncated := false
-	for _, h := range heads {
-		rels, err := u.histories.get(r.Context(), h.App)
-		if err != nil {
-			u.storeFail(w, r, h.App, err)
-			return
-		}
+	// Every app's history, the cached ones from memory, the others from
+	// one listing of the bucket's versions; only the newest maxActivity
+	// publishes of the window are held.
+	window := &newestPublishes{limit: maxActivity}
+	err = u.histories.each(r.Context(), prefix, heads, "", func(_ store.Release, rels []store.Release) {
 		for _, rel := range rels {
 			if rel.Time.Before(from) || !rel.Time.Before(to) || (author != "" && !strings.Contains(strings.ToLower(rel.Author), author)) {
 				continue
 			}
-			rows = append(rows, rel)
+			window.add(rel)
 		}
+	})
+	if err != nil {
+		u.storeFail(w, r, "the apps' histories", err)
+		return
 	}
-	slices.SortFunc(rows, func(a, b store.Release) int { return b.Time.Compare(a.Time) })
-	if len(rows) > maxActivity {
-		rows, truncated = rows[:maxActivity], true
-	}
+	rows, truncated := window.sorted(), window.seen > maxActivity
 	name := fmt.Sprintf("bucketops-activity-%s-%s", from.Format("20060102T150405Z"), to.Format("20060102T150405Z"))
 	switch format {
 	case "csv":

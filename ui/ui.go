@@ -40,6 +40,8 @@ type Releases interface {
 	Head(ctx context.Context, app string) (store.Release, error)
 	History(ctx context.Context, app string, opts store.HistoryOptions) ([]store.Release, error)
 	List(ctx context.Context, prefix string) ([]store.Release, error)
+	ListPage(ctx context.Context, prefix string, opts store.ListOptions) ([]store.Release, string, error)
+	Histories(ctx context.Context, prefix string, opts store.HistoriesOptions, fn func(app string, newestFirst []store.Release) bool) error
 	Read(ctx context.Context, ref store.Ref) (store.Release, []byte, error)
 }
 
@@ -67,7 +69,14 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
+	// HistoryBytes bounds the app histories the pages keep in memory,
+	// least recently used evicted first (about 0.5 KiB per release);
+	// 0 means DefaultHistoryBytes, a negative number keeps none.
+	HistoryBytes int64
 }
+
+// DefaultHistoryBytes is the memory the pages keep histories in by default.
+const DefaultHistoryBytes = 64 << 20
 
 // Validate reports every missing dependency.
 func (c Config) Validate() error {
@@ -109,6 +118,9 @@ func New(cfg Config) (*UI, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.HistoryBytes == 0 {
+		cfg.HistoryBytes = DefaultHistoryBytes
+	}
 	derive := func(label string) []byte {
 		m := hmac.New(sha256.New, cfg.SessionSecret)
 		m.Write([]byte("bucketops ui " + label))
@@ -117,7 +129,7 @@ func New(cfg Config) (*UI, error) {
 	sc := securecookie.New(derive("session signing"), derive("session encryption"))
 	sc.MaxAge(int(cfg.SessionTTL / time.Second))
 	u := &UI{cfg: cfg, log: cfg.Logger, now: cfg.Now, cookies: sc, ttl: cfg.SessionTTL,
-		histories: newHistories(cfg.Releases), pages: map[string]*template.Template{}}
+		histories: newHistories(cfg.Releases, cfg.HistoryBytes), pages: map[string]*template.Template{}}
 	for _, page := range []string{"login", "apps", "timeline", "release", "diff", "asof", "activity", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
@@ -127,6 +139,11 @@ func New(cfg Config) (*UI, error) {
 	}
 	return u, nil
 }
+
+// CachedBytes returns the bytes of the app histories the pages keep in
+// memory, at most Config.HistoryBytes: what the bridge's
+// bucketops_ui_history_cache_bytes gauge reports.
+func (u *UI) CachedBytes() int64 { return u.histories.bytes() }
 
 // Handler serves the pages under /ui/.
 func (u *UI) Handler() http.Handler {

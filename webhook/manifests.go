@@ -82,7 +82,7 @@ func (s *Server) manifests(w http.ResponseWriter, r *http.Request, app string) {
 	// A policy's keys decide what decrypts: a render made under one rule
 	// is never served under another.
 	key := ref.String() + check.cacheKey()
-	out, hit := s.cache.get(key)
+	out, hit := s.cache.Get(key)
 	if !hit {
 		// Concurrent cold renders of one release share a single read and
 		// decryption; none is cancelled by another caller going away.
@@ -93,7 +93,7 @@ func (s *Server) manifests(w http.ResponseWriter, r *http.Request, app string) {
 			if err != nil {
 				return nil, err
 			}
-			s.cache.add(key, out)
+			s.cache.Add(key, out, renderSize(key, out))
 			return out, nil
 		})
 		if err != nil {
@@ -110,7 +110,7 @@ func (s *Server) manifests(w http.ResponseWriter, r *http.Request, app string) {
 	s.metrics.cache.WithLabelValues(cacheLabel).Inc()
 	s.metrics.renders.WithLabelValues("ok").Inc()
 	s.metrics.renderSeconds.WithLabelValues(cacheLabel).Observe(time.Since(start).Seconds())
-	s.metrics.cacheBytes.Set(float64(s.cache.size()))
+	s.metrics.cacheBytes.Set(float64(s.cache.Bytes()))
 
 	h := w.Header()
 	h.Set("Content-Type", "application/yaml")

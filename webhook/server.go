@@ -158,7 +158,7 @@ type Server struct {
 	log      *slog.Logger
 	registry *prometheus.Registry
 	metrics  *metrics
-	cache    *cache
+	cache    *renderCache
 	inflight singleflight.Group
 	// renderMemory admits cold renders by weight; nil when unbounded.
 	renderMemory *semaphore.Weighted

@@ -2,10 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -70,6 +73,21 @@ func TestGitViewThroughTheBridge(t *testing.T) {
 	}
 	if who := strings.TrimSpace(git(clone, "log", "-1", "--format=%an <%ae> %s")); who != "Ada <ada@example.com> release three" {
 		t.Errorf("the head commit: %q", who)
+	}
+
+	// What the view keeps of the history is on /metrics, for an operator
+	// to hold against --history-cache-bytes.
+	resp, err := http.Get(b.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if m := regexp.MustCompile(`(?m)^bucketops_gitview_cache_bytes (\d+)`).FindSubmatch(metrics); m == nil || string(m[1]) == "0" {
+		t.Errorf("/metrics: bucketops_gitview_cache_bytes %q, want the bytes of prod/web's commits", m)
+	}
+	if !regexp.MustCompile(`(?m)^bucketops_ui_history_cache_bytes \d+`).Match(metrics) {
+		t.Error("/metrics lacks bucketops_ui_history_cache_bytes")
 	}
 
 	// The plugin renders the release of the revision checked out, not the

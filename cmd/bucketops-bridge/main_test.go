@@ -241,6 +241,7 @@ func TestBadFlagsAreUsageErrors(t *testing.T) {
 		{"--argocd-server", "argocd:443"},
 		{"--sync"},
 		{"--argocd-server", "a:443", "--argocd-token-file", "/t", "--sync-prune"},
+		{"--history-cache-bytes", "1000"},
 	} {
 		err := run(t.Context(), args, io.Discard, io.Discard)
 		var usage usageError

@@ -14,12 +14,13 @@ import (
 // ConfigMap update reaches the pod's volume within a minute or so anyway.
 const policyInterval = 10 * time.Second
 
-// memoryBudgets picks the render cache's and cold renders' budgets (-1:
-// not given) from the memory the process may use: GOMEMLIMIT, else the
-// container's cgroup limit, which then also becomes the Go runtime's soft
-// limit (90%), so the collector works harder before the kernel kills the
-// pod. Without a limit: 256 MiB of cache and 1 GiB of renders.
-func memoryBudgets(cacheBytes, renderMemory int64, log *slog.Logger) (int64, int64) {
+// memoryBudgets picks the render cache's, cold renders' and the history
+// caches' budgets (-1: not given) from the memory the process may use:
+// GOMEMLIMIT, else the container's cgroup limit, which then also becomes
+// the Go runtime's soft limit (90%), so the collector works harder before
+// the kernel kills the pod. Without a limit: 256 MiB of cache, 1 GiB of
+// renders and 128 MiB of histories.
+func memoryBudgets(cacheBytes, renderMemory, historyBytes int64, log *slog.Logger) (int64, int64, int64) {
 	limit := debug.SetMemoryLimit(-1)
 	source := "GOMEMLIMIT"
 	if limit == math.MaxInt64 {
@@ -40,10 +41,26 @@ func memoryBudgets(cacheBytes, renderMemory int64, log *slog.Logger) (int64, int
 			renderMemory = limit / 2
 		}
 	}
-	if limit > 0 && limit != math.MaxInt64 {
-		log.Info("memory budgets from "+source, "limit", limit, "cache_bytes", cacheBytes, "render_memory", renderMemory)
+	if historyBytes < 0 {
+		historyBytes = 128 << 20
+		if limit > 0 && limit != math.MaxInt64 {
+			historyBytes = max(limit/8, minHistoryBytes)
+		}
 	}
-	return cacheBytes, renderMemory
+	if limit > 0 && limit != math.MaxInt64 {
+		log.Info("memory budgets from "+source, "limit", limit, "cache_bytes", cacheBytes, "render_memory", renderMemory, "history_cache_bytes", historyBytes)
+	}
+	return cacheBytes, renderMemory, historyBytes
+}
+
+// minHistoryBytes is the least --history-cache-bytes: without a history
+// cache the git view would build an app's commits on every request.
+const minHistoryBytes = 1 << 20
+
+// historySplit divides the history budget between the git view, which
+// Argo CD asks on every refresh, and the auditors' pages.
+func historySplit(historyBytes int64) (gitview, ui int64) {
+	return historyBytes / 4 * 3, historyBytes / 4
 }
 
 // cgroupMemoryLimit reads cgroup v2's memory.max (or v1's

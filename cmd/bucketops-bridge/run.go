@@ -50,6 +50,9 @@ type config struct {
 	cacheBytes int64
 	// renderMemory bounds what cold renders hold at once.
 	renderMemory int64
+	// historyBytes bounds the app histories kept for the git view and the
+	// auditors' pages.
+	historyBytes int64
 	policyFile   string
 	trustFile    string
 	uiOff        bool
@@ -108,6 +111,9 @@ func (c config) Validate() error {
 	if c.renderMemory < -1 {
 		errs = append(errs, errors.New("--render-memory must not be negative"))
 	}
+	if c.historyBytes != -1 && c.historyBytes < minHistoryBytes {
+		errs = append(errs, fmt.Errorf("--history-cache-bytes must be at least %d (1 MiB): without it the git view builds an app's commits on every request", minHistoryBytes))
+	}
 	if c.subscription != "" && !subscriptionName.MatchString(c.subscription) {
 		errs = append(errs, fmt.Errorf("--subscription %q: want projects/PROJECT/subscriptions/SUBSCRIPTION", c.subscription))
 	}
@@ -165,6 +171,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.ageKeyFile, "age-key-file", os.Getenv("SOPS_AGE_KEY_FILE"), "age identities for SOPS documents, loaded once at start (default $SOPS_AGE_KEY_FILE)")
 	fs.Int64Var(&c.cacheBytes, "cache-bytes", -1, "memory bound of the render cache; default a quarter of the memory limit (GOMEMLIMIT or the container's), else 256 MiB; 0 turns the cache off")
 	fs.Int64Var(&c.renderMemory, "render-memory", -1, "memory cold renders may hold at once, each counted as 40x its release's size; default half the memory limit, else 1 GiB; 0: no bound")
+	fs.Int64Var(&c.historyBytes, "history-cache-bytes", -1, "memory bound of the app histories kept in memory, three quarters for the git view's commits and a quarter for the auditors' pages, least recently used evicted first; default an eighth of the memory limit, else 128 MiB; at least 1 MiB")
 	fs.BoolVar(&c.uiOff, "no-ui", false, "don't serve the auditors' pages at /ui/")
 	fs.StringVar(&c.iapAudience, "ui-iap-audience", "", "trust Google Cloud IAP's signed header for /ui/ with this audience (/projects/NUMBER/global/backendServices/ID)")
 	fs.StringVar(&c.trustFile, "trust-policy", "", "trust policy file (YAML): per app prefix, the keys allowed to sign releases and require: signed, warn or off; read again when it changes (docs/signing.md)")
@@ -222,7 +229,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if r := decrypter.Recipients(); len(r) > 0 {
 		log.Info("age identities loaded", "recipients", strings.Join(r, ","))
 	}
-	cfg.cacheBytes, cfg.renderMemory = memoryBudgets(cfg.cacheBytes, cfg.renderMemory, log)
+	cfg.cacheBytes, cfg.renderMemory, cfg.historyBytes = memoryBudgets(cfg.cacheBytes, cfg.renderMemory, cfg.historyBytes, log)
 	var tokens []webhook.Token
 	for _, tf := range cfg.tokenFiles {
 		t, err := webhook.LoadToken(tf.role, tf.path)
@@ -351,10 +358,14 @@ func (b *bridge) localToken() (string, func(), error) {
 // serve runs the HTTP surface until ctx ends, then shuts down gracefully.
 func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscriber, exports func(w io.Writer, url string)) error {
 	reg := newRegistry()
-	view, err := gitview.New(gitview.Config{Source: st, Location: st.Location(), Logger: b.log.With("component", "gitview")})
+	viewBytes, uiBytes := historySplit(b.cfg.historyBytes)
+	view, err := gitview.New(gitview.Config{Source: st, Location: st.Location(), Logger: b.log.With("component", "gitview"), CacheBytes: viewBytes})
 	if err != nil {
 		return err
 	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "bucketops_gitview_cache_bytes", Help: "Bytes of app commits the git view keeps in memory, at most three quarters of --history-cache-bytes.",
+	}, func() float64 { return float64(view.CachedBytes()) }))
 	generator, refresher, err := b.fleet(st, reg)
 	if err != nil {
 		return err
@@ -402,6 +413,7 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 			Releases: st, Location: st.Location(), Logger: b.log.With("component", "ui"),
 			Authenticate:  func(token string) bool { return webhook.HasRole(b.tokens, token, webhook.RoleReader) },
 			SessionSecret: webhook.DeriveKey(b.tokens, webhook.RoleReader, "ui sessions"),
+			HistoryBytes:  uiBytes,
 		}
 		if deployer.Enabled() {
 			ucfg.Statuses = deployer
@@ -417,6 +429,9 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 				return err
 			}
 			pages = u.Handler()
+			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "bucketops_ui_history_cache_bytes", Help: "Bytes of app histories the auditors' pages keep in memory, at most a quarter of --history-cache-bytes.",
+			}, func() float64 { return float64(u.CachedBytes()) }))
 		}
 	}
 	wcfg := webhook.Config{
