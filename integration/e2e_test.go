@@ -27,6 +27,7 @@ var (
 // stack once for every scenario, and stops every process by PID at the
 // end, whatever happened.
 func TestMain(m *testing.M) {
+	var err error
 	logDir := os.Getenv("BUCKETOPS_E2E_LOGS")
 	if logDir == "" {
 		logDir, _ = os.MkdirTemp("", "bucketops-e2e-logs-")
@@ -35,6 +36,10 @@ func TestMain(m *testing.M) {
 	logf := func(format string, args ...any) { log.Printf("e2e: "+format, args...) }
 	logf("process logs in %s", logDir)
 
+	if versions, err = pickStack(os.Getenv("ARGOCD_VERSION")); err != nil {
+		log.Fatalf("e2e: %v", err)
+	}
+	logf("Argo CD %s, Kubernetes %s, etcd %s", versions.argocd, versions.kube, versions.etcd)
 	bins, err := binaries(logf)
 	if err != nil {
 		log.Fatalf("e2e: %v", err)

@@ -51,9 +51,9 @@ type feed interface {
 	// teardown deletes the ApplicationSet and waits for its Applications
 	// to go.
 	teardown(t *testing.T)
-	// repoMatch is what names this feed's Applications in the
-	// repo-server's debug lines (which blank the repoURL).
-	repoMatch() string
+	// appPrefix begins the names of this feed's Applications, which is
+	// how the repo-server's log tells them apart (isGeneration).
+	appPrefix() string
 }
 
 func appName(i int) string { return fmt.Sprintf("app-%03d", i) }
@@ -180,7 +180,7 @@ type bucketopsFeed struct{ workers, objects int }
 
 func (*bucketopsFeed) name() string      { return fleet.Bucket }
 func (*bucketopsFeed) namespace() string { return "bench-bucketops" }
-func (*bucketopsFeed) repoMatch() string { return "appName=bench-app-" }
+func (*bucketopsFeed) appPrefix() string { return "bench-app-" }
 
 func (f *bucketopsFeed) setup(t *testing.T, size fleetSize) {
 	f.objects = size.objects
@@ -256,7 +256,7 @@ func (f *gitFeed) set() string {
 	return "bench-git"
 }
 func (f *gitFeed) namespace() string { return f.set() }
-func (f *gitFeed) repoMatch() string { return "appName=" + f.set() + "-app-" }
+func (f *gitFeed) appPrefix() string { return f.set() + "-app-" }
 func (f *gitFeed) url() string       { return f.server.url + "/" + f.repo + ".git" }
 
 func (f *gitFeed) git(t *testing.T, args ...string) string {
@@ -379,11 +379,9 @@ func startGitServer(t *testing.T) *gitServer {
 	return g
 }
 
-// cost is what Argo CD spent: manifest generations (the repo-server's
-// debug line for each fresh generation it caches, "setting manifests
-// cache" for a "fresh GenerateManifests response", of the feed's sources;
-// a cache miss is logged twice per generation, before and after the
-// repository lock) and CPU seconds of its processes.
+// cost is what Argo CD spent: manifest generations (the repo-server's log
+// line for each fresh generation it caches, of the feed's Applications:
+// isGeneration) and CPU seconds of its processes.
 type cost struct {
 	generations int
 	cpu         map[string]float64
@@ -406,7 +404,7 @@ func measureCost(f feed) cost {
 		if p.name == "argocd-repo-server" {
 			data, _ := os.ReadFile(p.log)
 			for line := range strings.SplitSeq(string(data), "\n") {
-				if strings.Contains(line, "fresh GenerateManifests response") && strings.Contains(line, f.repoMatch()) {
+				if isGeneration(line, f.appPrefix()) {
 					c.generations++
 				}
 			}

@@ -46,7 +46,9 @@ func (k *kube) do(method, path, contentType string, body []byte, out any) error 
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+k.token)
+	if k.token != "" {
+		req.Header.Set("Authorization", "Bearer "+k.token)
+	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}

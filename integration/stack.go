@@ -76,11 +76,14 @@ func startStack(bins map[string]string, ageKeyFile string, logDir string, logf f
 		{"kube-controller-manager", s.startControllerManager},
 		{"Argo CD settings", s.setupArgoCD},
 		{"redis", s.startRedis},
+		// Each process starts after those it calls, so the addresses it
+		// is given are of processes already listening, and a start that
+		// must take fresh ports affects no other.
+		{"argocd-repo-server", s.startRepoServer},
 		{"argocd-server", s.startArgoServer},
 		{"bucketops-bridge", s.startBridge},
 		{"git view credentials", s.gitViewCredentials},
 		{"argocd-cmp-server", s.startCMPServer},
-		{"argocd-repo-server", s.startRepoServer},
 		{"argocd-application-controller", s.startController},
 		{"ApplicationSet generator settings", s.generatorSettings},
 		{"argocd-applicationset-controller", s.startAppSetController},
@@ -123,23 +126,27 @@ func (s *stack) buildOurs() error {
 var etcdURL string
 
 func (s *stack) startEtcd() error {
-	client, _ := freePort()
-	peer, _ := freePort()
-	metrics, _ := freePort()
-	etcdURL = fmt.Sprintf("http://127.0.0.1:%d", client)
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peer)
-	p, err := s.start("etcd", s.bin["etcd"], []string{
-		"--name", "default", "--data-dir", s.path("etcd"),
-		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
-		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "default=" + peerURL,
-		"--listen-metrics-urls", fmt.Sprintf("http://127.0.0.1:%d", metrics),
-		"--unsafe-no-fsync", "--log-level", "warn",
-	}, os.Environ(), s.dir)
+	attempt := 0
+	_, ports, err := s.startOnPorts("etcd", 3, func(ports []int) (*proc, error) {
+		// A data directory per attempt: etcd records its peer URL there.
+		attempt++
+		client, peer := fmt.Sprintf("http://127.0.0.1:%d", ports[0]), fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+		return s.start("etcd", s.bin["etcd"], []string{
+			"--name", "default", "--data-dir", s.path(fmt.Sprintf("etcd-%d", attempt)),
+			"--listen-client-urls", client, "--advertise-client-urls", client,
+			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+			"--initial-cluster", "default=" + peer,
+			"--listen-metrics-urls", fmt.Sprintf("http://127.0.0.1:%d", ports[2]),
+			"--unsafe-no-fsync", "--log-level", "warn",
+		}, os.Environ(), s.dir)
+	}, func(p *proc, ports []int) error {
+		return waitFor("etcd", p, 30*time.Second, func() error { return httpOK(fmt.Sprintf("http://127.0.0.1:%d/health", ports[0]), "") })
+	})
 	if err != nil {
 		return err
 	}
-	return waitFor("etcd", p, 30*time.Second, func() error { return httpOK(etcdURL+"/health", "") })
+	etcdURL = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	return nil
 }
 
 func (s *stack) startAPIServer() error {
@@ -155,21 +162,25 @@ func (s *stack) startAPIServer() error {
 	os.WriteFile(s.path("kube", "sa.pub"), pubPEM, 0o600)
 	token := hex.EncodeToString(randBytes(24))
 	os.WriteFile(s.path("kube", "tokens.csv"), []byte(token+",admin,admin,system:masters\n"), 0o600)
-	port, _ := freePort()
-	url := fmt.Sprintf("https://127.0.0.1:%d", port)
-	p, err := s.start("kube-apiserver", s.bin["kube-apiserver"], []string{
-		"--etcd-servers", etcdURL,
-		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
-		"--cert-dir", s.path("kube", "certs"), "--token-auth-file", s.path("kube", "tokens.csv"),
-		"--anonymous-auth=false", "--authorization-mode=RBAC",
-		"--service-account-issuer", "https://kubernetes.default.svc",
-		"--service-account-key-file", s.path("kube", "sa.pub"),
-		"--service-account-signing-key-file", s.path("kube", "sa.key"),
-		"--service-cluster-ip-range", "10.96.0.0/24", "--endpoint-reconciler-type", "none",
-	}, os.Environ(), s.dir)
+	_, ports, err := s.startOnPorts("kube-apiserver", 1, func(ports []int) (*proc, error) {
+		return s.start("kube-apiserver", s.bin["kube-apiserver"], []string{
+			"--etcd-servers", etcdURL,
+			"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", strconv.Itoa(ports[0]),
+			"--cert-dir", s.path("kube", "certs"), "--token-auth-file", s.path("kube", "tokens.csv"),
+			"--anonymous-auth=false", "--authorization-mode=RBAC",
+			"--service-account-issuer", "https://kubernetes.default.svc",
+			"--service-account-key-file", s.path("kube", "sa.pub"),
+			"--service-account-signing-key-file", s.path("kube", "sa.key"),
+			"--service-cluster-ip-range", "10.96.0.0/24", "--endpoint-reconciler-type", "none",
+		}, os.Environ(), s.dir)
+	}, func(p *proc, ports []int) error {
+		k := newKube(fmt.Sprintf("https://127.0.0.1:%d", ports[0]), token)
+		return waitFor("kube-apiserver", p, 60*time.Second, func() error { return k.do(http.MethodGet, "/readyz", "", nil, nil) })
+	})
 	if err != nil {
 		return err
 	}
+	url := fmt.Sprintf("https://127.0.0.1:%d", ports[0])
 	s.kube = newKube(url, token)
 	kubeconfig := fmt.Sprintf(`apiVersion: v1
 kind: Config
@@ -184,21 +195,23 @@ contexts:
   context: {cluster: e2e, user: admin, namespace: argocd}
 current-context: e2e
 `, url, token)
-	if err := os.WriteFile(s.path("kube", "config"), []byte(kubeconfig), 0o600); err != nil {
-		return err
-	}
-	return waitFor("kube-apiserver", p, 60*time.Second, func() error { return s.kube.do(http.MethodGet, "/readyz", "", nil, nil) })
+	return os.WriteFile(s.path("kube", "config"), []byte(kubeconfig), 0o600)
 }
 
 func (s *stack) startControllerManager() error {
-	port, _ := freePort()
-	_, err := s.start("kube-controller-manager", s.bin["kube-controller-manager"], []string{
-		"--kubeconfig", s.path("kube", "config"),
-		"--authentication-kubeconfig", s.path("kube", "config"),
-		"--authorization-kubeconfig", s.path("kube", "config"),
-		"--controllers", "garbagecollector,namespace", "--leader-elect=false",
-		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
-	}, os.Environ(), s.dir)
+	_, _, err := s.startOnPorts("kube-controller-manager", 1, func(ports []int) (*proc, error) {
+		return s.start("kube-controller-manager", s.bin["kube-controller-manager"], []string{
+			"--kubeconfig", s.path("kube", "config"),
+			"--authentication-kubeconfig", s.path("kube", "config"),
+			"--authorization-kubeconfig", s.path("kube", "config"),
+			"--controllers", "garbagecollector,namespace", "--leader-elect=false",
+			"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(ports[0]),
+		}, os.Environ(), s.dir)
+	}, func(p *proc, ports []int) error {
+		// /healthz is always allowed; it serves once the controllers run.
+		k := newKube(fmt.Sprintf("https://127.0.0.1:%d", ports[0]), "")
+		return waitFor("kube-controller-manager", p, 60*time.Second, func() error { return k.do(http.MethodGet, "/healthz", "", nil, nil) })
+	})
 	return err
 }
 
@@ -234,7 +247,7 @@ func (s *stack) setupArgoCD() error {
 
 // argoCRDs reads manifests/crds from the Argo CD module.
 func argoCRDs() (map[string][]byte, error) {
-	mod, err := downloadModule("github.com/argoproj/argo-cd/v2", argocdVersion)
+	mod, err := downloadModule(versions.argocdModule(), versions.argocd, versions.argocdGo)
 	if err != nil {
 		return nil, err
 	}
@@ -284,13 +297,16 @@ func (s *stack) startRedis() error {
 	if err != nil {
 		return errors.New("redis-server is not installed: apt-get install -y redis-server (make e2e does)")
 	}
-	port, _ := freePort()
-	redisAddr = fmt.Sprintf("127.0.0.1:%d", port)
-	p, err := s.start("redis", bin, []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no"}, os.Environ(), s.dir)
+	_, ports, err := s.startOnPorts("redis", 1, func(ports []int) (*proc, error) {
+		return s.start("redis", bin, []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(ports[0]), "--save", "", "--appendonly", "no"}, os.Environ(), s.dir)
+	}, func(p *proc, ports []int) error {
+		return waitFor("redis", p, 20*time.Second, listening(fmt.Sprintf("127.0.0.1:%d", ports[0])))
+	})
 	if err != nil {
 		return err
 	}
-	return waitFor("redis", p, 20*time.Second, listening(redisAddr))
+	redisAddr = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	return nil
 }
 
 var repoServerAddr string
@@ -318,24 +334,19 @@ func (s *stack) argoEnv(binaryName string, extra ...string) []string {
 }
 
 func (s *stack) startArgoServer() error {
-	if repoServerAddr == "" {
-		port, _ := freePort()
-		repoServerAddr = fmt.Sprintf("127.0.0.1:%d", port)
-	}
-	port, _ := freePort()
-	metrics, _ := freePort()
-	s.argocd = fmt.Sprintf("127.0.0.1:%d", port)
-	p, err := s.start("argocd-server", s.bin["argocd"], []string{
-		"--insecure", "--address", "127.0.0.1", "--port", strconv.Itoa(port), "--metrics-port", strconv.Itoa(metrics),
-		"--repo-server", repoServerAddr, "--repo-server-plaintext", "--redis", redisAddr,
-		"--dex-server", "http://127.0.0.1:1", "--namespace", "argocd",
-	}, s.argoEnv("argocd-server"), s.dir)
+	p, ports, err := s.startOnPorts("argocd-server", 2, func(ports []int) (*proc, error) {
+		return s.start("argocd-server", s.bin["argocd"], []string{
+			"--insecure", "--address", "127.0.0.1", "--port", strconv.Itoa(ports[0]), "--metrics-port", strconv.Itoa(ports[1]),
+			"--repo-server", repoServerAddr, "--repo-server-plaintext", "--redis", redisAddr,
+			"--dex-server", "http://127.0.0.1:1", "--namespace", "argocd",
+		}, s.argoEnv("argocd-server"), s.dir)
+	}, func(p *proc, ports []int) error {
+		return waitFor("argocd-server", p, 60*time.Second, func() error { return httpOK(fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[0]), "") })
+	})
 	if err != nil {
 		return err
 	}
-	if err := waitFor("argocd-server", p, 60*time.Second, func() error { return httpOK("http://"+s.argocd+"/healthz", "") }); err != nil {
-		return err
-	}
+	s.argocd = fmt.Sprintf("127.0.0.1:%d", ports[0])
 	// Log in as admin with the generated password, as a user would.
 	var password string
 	err = waitFor("argocd-initial-admin-secret", p, 60*time.Second, func() error {
@@ -372,28 +383,20 @@ func (s *stack) startBridge() error { return s.runBridge("--poll-interval", "60s
 func (s *stack) runBridge(extra ...string) error {
 	// One address and one token across restarts: the cmp-server, Argo CD's
 	// repository credentials and the Applications' repoURLs keep them. The
-	// address is the balancer's, as it would be a Service's.
+	// address is the balancer's, as it would be a Service's; the bridge
+	// itself binds port 0 each time it starts and prints where it listens.
 	if s.lb == nil {
-		port, err := freePort()
-		if err != nil {
-			return err
-		}
-		if s.lb, err = newBalancer(fmt.Sprintf("127.0.0.1:%d", port)); err != nil {
+		var err error
+		if s.lb, err = newBalancer("127.0.0.1:0"); err != nil {
 			return err
 		}
 		s.bridgeAddr = s.lb.ln.Addr().String()
-		port, err = freePort()
-		if err != nil {
-			return err
-		}
-		s.bridgePort = fmt.Sprintf("127.0.0.1:%d", port)
-		s.lb.set(s.bridgePort)
 		if err := os.WriteFile(s.path("bridge.token"), []byte(hex.EncodeToString(randBytes(32))+"\n"), 0o600); err != nil {
 			return err
 		}
 	}
 	args := append([]string{
-		"--listen", s.bridgePort, "--data", s.path("bucket"),
+		"--listen", "127.0.0.1:0", "--data", s.path("bucket"),
 		"--token-file", "plugin=" + s.path("bridge.token"), "--token-file", "reader=" + s.path("bridge.token"),
 		"--token-file", "generator=" + s.path("bridge.token"), "--kubeconfig", s.path("kube", "config"),
 		"--argocd-server", s.argocd, "--argocd-plaintext", "--argocd-token-file", s.path("argocd", "token"),
@@ -438,11 +441,18 @@ func (s *stack) runBridge(extra ...string) error {
 	if len(env) < 4 {
 		return fmt.Errorf("the bridge printed no environment; see %s", logPath)
 	}
+	listen := ""
 	for i, kv := range env {
-		if strings.HasPrefix(kv, "BUCKETOPS_BRIDGE=") {
+		if u, ok := strings.CutPrefix(kv, "BUCKETOPS_BRIDGE=http://"); ok {
+			listen = u
 			env[i] = "BUCKETOPS_BRIDGE=http://" + s.bridgeAddr
 		}
 	}
+	if listen == "" {
+		return fmt.Errorf("the bridge printed no BUCKETOPS_BRIDGE=http://…; see %s", logPath)
+	}
+	s.bridgePort = listen
+	s.lb.set(s.bridgePort)
 	s.bridge, s.bridgeEnv = p, env
 	return nil
 }
@@ -484,32 +494,44 @@ func (s *stack) startCMPServer() error {
 }
 
 func (s *stack) startRepoServer() error {
-	_, port, _ := strings.Cut(repoServerAddr, ":")
-	metrics, _ := freePort()
-	// git asks Argo CD's askpass helper for the git view's credentials:
-	// GIT_ASKPASS=argocd, the multi-call binary on PATH, as in Argo CD's
-	// image.
-	binDir := s.path("argocd", "bin")
-	os.MkdirAll(binDir, 0o755)
-	if err := os.Symlink(s.bin["argocd"], filepath.Join(binDir, "argocd")); err != nil && !os.IsExist(err) {
-		return err
-	}
-	p, err := s.start("argocd-repo-server", s.bin["argocd"], []string{
-		"--address", "127.0.0.1", "--port", port, "--metrics-port", strconv.Itoa(metrics),
-		"--disable-tls", "--redis", redisAddr,
-		// Debug logs name each fresh manifest generation, which the
-		// fleet race counts (the repo-server has no metric for it).
-		"--loglevel", "debug",
-	}, s.argoEnv("argocd-repo-server", "PATH="+binDir+":"+os.Getenv("PATH")), s.dir)
+	// The directory of the argocd binary holds Argo CD's hack/ scripts
+	// too (binaries.go), and both go on the PATH, as in Argo CD's image:
+	// git asks the askpass helper, the multi-call binary named argocd, for
+	// the git view's credentials, and Argo CD 3.6 runs
+	// git-verify-wrapper.sh on every repository operation.
+	path := "PATH=" + filepath.Dir(s.bin["argocd"]) + ":" + os.Getenv("PATH")
+	_, ports, err := s.startOnPorts("argocd-repo-server", 2, func(ports []int) (*proc, error) {
+		args := []string{
+			"--address", "127.0.0.1", "--port", strconv.Itoa(ports[0]), "--metrics-port", strconv.Itoa(ports[1]),
+			"--disable-tls", "--redis", redisAddr,
+			// Debug logs name each fresh manifest generation on v2.14,
+			// which the fleet race counts (the repo-server has no metric
+			// for it); 3.x logs it at info.
+			"--loglevel", "debug",
+		}
+		return s.start("argocd-repo-server", s.bin["argocd"], append(args, versions.repoServerArgs...), s.argoEnv("argocd-repo-server", path), s.dir)
+	}, func(p *proc, ports []int) error {
+		return waitFor("argocd-repo-server", p, 60*time.Second, listening(fmt.Sprintf("127.0.0.1:%d", ports[0])))
+	})
 	if err != nil {
 		return err
 	}
-	return waitFor("argocd-repo-server", p, 60*time.Second, listening(repoServerAddr))
+	repoServerAddr = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	return nil
 }
 
 func (s *stack) startController() error {
-	metrics, _ := freePort()
-	_, err := s.start("argocd-application-controller", s.bin["argocd"], []string{
+	_, _, err := s.startOnPorts("argocd-application-controller", 1, func(ports []int) (*proc, error) {
+		return s.start("argocd-application-controller", s.bin["argocd"], s.controllerArgs(ports[0]), s.argoEnv("argocd-application-controller"), s.dir)
+	}, func(p *proc, ports []int) error {
+		// Its metrics listener (on 0.0.0.0) serves once it runs.
+		return waitFor("argocd-application-controller", p, 60*time.Second, func() error { return listensOn(p.cmd.Process.Pid, ports) })
+	})
+	return err
+}
+
+func (s *stack) controllerArgs(metrics int) []string {
+	return []string{
 		"--repo-server", repoServerAddr, "--repo-server-plaintext", "--redis", redisAddr,
 		"--metrics-port", strconv.Itoa(metrics), "--namespace", "argocd",
 		// Argo CD's own polling of main in the git view: every 60 s
@@ -519,8 +541,7 @@ func (s *stack) startController() error {
 		// plugin's manifests per commit), which a scenario counts. An
 		// unstarted sync (argo-cd#18500) is the bridge's nudge's to fix.
 		"--app-resync", "60",
-	}, s.argoEnv("argocd-application-controller"), s.dir)
-	return err
+	}
 }
 
 // generatorSettings gives the ApplicationSet controller the bridge's
@@ -551,24 +572,18 @@ func (s *stack) generatorSettings() error {
 // startAppSetController runs argocd-applicationset-controller, Argo CD's
 // multi-call binary under that name.
 func (s *stack) startAppSetController() error {
-	var addrs []string
-	for range 3 {
-		port, err := freePort()
-		if err != nil {
-			return err
-		}
-		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", port))
-	}
-	p, err := s.start("argocd-applicationset-controller", s.bin["argocd"], []string{
-		"--namespace", "argocd", "--argocd-repo-server", repoServerAddr, "--repo-server-plaintext",
-		"--metrics-addr", addrs[0], "--probe-addr", addrs[1], "--webhook-addr", addrs[2],
-		"--enable-leader-election=false", "--loglevel", "debug",
-	}, s.argoEnv("argocd-applicationset-controller"), s.dir)
-	if err != nil {
-		return err
-	}
-	// It registers no health checks; its metrics answer once its manager runs.
-	return waitFor("argocd-applicationset-controller", p, 60*time.Second, func() error { return httpOK("http://"+addrs[0]+"/metrics", "") })
+	addr := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
+	_, _, err := s.startOnPorts("argocd-applicationset-controller", 3, func(ports []int) (*proc, error) {
+		return s.start("argocd-applicationset-controller", s.bin["argocd"], []string{
+			"--namespace", "argocd", "--argocd-repo-server", repoServerAddr, "--repo-server-plaintext",
+			"--metrics-addr", addr(ports[0]), "--probe-addr", addr(ports[1]), "--webhook-addr", addr(ports[2]),
+			"--enable-leader-election=false", "--loglevel", "debug",
+		}, s.argoEnv("argocd-applicationset-controller"), s.dir)
+	}, func(p *proc, ports []int) error {
+		// It registers no health checks; its metrics answer once its manager runs.
+		return waitFor("argocd-applicationset-controller", p, 60*time.Second, func() error { return httpOK("http://"+addr(ports[0])+"/metrics", "") })
+	})
+	return err
 }
 
 // bucketops runs the CLI with the bridge's environment.
@@ -649,24 +664,21 @@ func tamper(s *stack, app, content string) error {
 // first one's bucket (the emulator local mode embeds), on the stack's
 // tokens and Argo CD, polling every 2 s. The balancer doesn't know it yet.
 func (s *stack) startReplica(name string) (*proc, string, error) {
-	port, err := freePort()
+	addr := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
+	p, ports, err := s.startOnPorts(name, 1, func(ports []int) (*proc, error) {
+		return s.start(name, s.bin["bucketops-bridge"], []string{
+			"--listen", addr(ports[0]), "--bucket", s.env("BUCKETOPS_BUCKET"),
+			"--token-file", "plugin=" + s.path("bridge.token"), "--token-file", "reader=" + s.path("bridge.token"),
+			"--argocd-server", s.argocd, "--argocd-plaintext", "--argocd-token-file", s.path("argocd", "token"),
+			"--sync", "--sync-prune", "--age-key-file", s.ageKeys, "--poll-interval", "2s", "--log-level", "debug",
+		}, append(os.Environ(), "STORAGE_EMULATOR_HOST="+s.env("STORAGE_EMULATOR_HOST")), s.dir)
+	}, func(p *proc, ports []int) error {
+		return waitFor(name, p, 30*time.Second, func() error { return httpOK("http://"+addr(ports[0])+"/readyz", "") })
+	})
 	if err != nil {
 		return nil, "", err
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	p, err := s.start(name, s.bin["bucketops-bridge"], []string{
-		"--listen", addr, "--bucket", s.env("BUCKETOPS_BUCKET"),
-		"--token-file", "plugin=" + s.path("bridge.token"), "--token-file", "reader=" + s.path("bridge.token"),
-		"--argocd-server", s.argocd, "--argocd-plaintext", "--argocd-token-file", s.path("argocd", "token"),
-		"--sync", "--sync-prune", "--age-key-file", s.ageKeys, "--poll-interval", "2s", "--log-level", "debug",
-	}, append(os.Environ(), "STORAGE_EMULATOR_HOST="+s.env("STORAGE_EMULATOR_HOST")), s.dir)
-	if err != nil {
-		return nil, "", err
-	}
-	if err := waitFor(name, p, 30*time.Second, func() error { return httpOK("http://"+addr+"/readyz", "") }); err != nil {
-		return nil, "", err
-	}
-	return p, addr, nil
+	return p, addr(ports[0]), nil
 }
 
 // argoREST calls argocd-server's REST API as admin.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/bucketops/bucketops/gitview"
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/secrets"
 	"github.com/bucketops/bucketops/store"
@@ -109,6 +110,49 @@ func TestPluginGeneratePrintsTheRelease(t *testing.T) {
 	t.Setenv("ARGOCD_ENV_BUCKETOPS_APP", "prod/api")
 	if out := bucketops(t, "", "plugin", "generate").must(t); !strings.Contains(out.stdout, `value: "2"`) {
 		t.Errorf("app from ARGOCD_ENV_BUCKETOPS_APP printed %q", out.stdout)
+	}
+}
+
+// TestPluginGenerateEmptyEnvIsUnset: Argo CD 3.0 passes an Application's
+// plugin env entry with an empty value to the plugin as an empty variable
+// (ARGOCD_ENV_BUCKETOPS_APP=""), where v2.14 left it out; parameters set to
+// "" arrive the same way. Empty means unset, as on v2.14.
+func TestPluginGenerateEmptyEnvIsUnset(t *testing.T) {
+	st := startAPI(t)
+	v1 := publish(t, st, "prod/api", configMap("a", "1"))
+	publish(t, st, "prod/api", configMap("a", "2"))
+	for _, tc := range []struct {
+		name     string
+		revision bool // the git view's revision of v1 is checked out
+		env      map[string]string
+		want     string
+		code     int
+	}{
+		{"an empty BUCKETOPS_APP entry leaves the checked-out revision to name the release", true,
+			map[string]string{"ARGOCD_ENV_BUCKETOPS_APP": "", "PARAM_APP": "", "PARAM_GENERATION": ""}, `value: "1"`, 0},
+		{"an empty generation parameter doesn't pin a second time", true,
+			map[string]string{"ARGOCD_ENV_BUCKETOPS_APP": "prod/api", "PARAM_GENERATION": ""}, `value: "1"`, 0},
+		{"an empty app parameter falls back to the env entry", false,
+			map[string]string{"PARAM_APP": "", "ARGOCD_ENV_BUCKETOPS_APP": "prod/api", "PARAM_GENERATION": ""}, `value: "2"`, 0},
+		{"an empty env entry falls back to nothing, and the plugin says what to set", false,
+			map[string]string{"PARAM_APP": "", "ARGOCD_ENV_BUCKETOPS_APP": ""}, "no app: point the Application's repoURL", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			if tc.revision {
+				file := gitview.NewReleaseFile(st.Location(), v1.Release)
+				if err := os.WriteFile(gitview.FileName, file.Encode(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.Remove(gitview.FileName) })
+			}
+			out := bucketops(t, "", "plugin", "generate")
+			if got := out.stdout + out.stderr; out.code != tc.code || !strings.Contains(got, tc.want) {
+				t.Errorf("generate: exit %d, printed %q, want exit %d and %q", out.code, got, tc.code, tc.want)
+			}
+		})
 	}
 }
 

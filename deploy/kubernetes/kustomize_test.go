@@ -135,7 +135,7 @@ type (
 		Metadata meta
 		Data     map[string]string
 	}
-	// pluginConfig is argocd-cmp-server's ConfigManagementPlugin (Argo CD v2.14,
+	// pluginConfig is argocd-cmp-server's ConfigManagementPlugin (Argo CD v2.14 to v3.6,
 	// cmpserver/plugin.PluginConfig).
 	pluginConfig struct {
 		APIVersion string
