@@ -1,0 +1,78 @@
+package integration
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+)
+
+// logLine reads one line of an Argo CD process's log, JSON (3.x) or
+// logrus' text (2.14: key=value, quoted when needed), into its message
+// and its fields. ok is false for anything else, such as a line cut in
+// the middle.
+func logLine(line string) (msg string, fields map[string]string, ok bool) {
+	if strings.HasPrefix(line, "{") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) != nil {
+			return "", nil, false
+		}
+		fields = make(map[string]string, len(m))
+		for k, v := range m {
+			if s, isString := v.(string); isString {
+				fields[k] = s
+			}
+		}
+		return fields["msg"], fields, true
+	}
+	fields = map[string]string{}
+	for rest := strings.TrimSpace(line); rest != ""; rest = strings.TrimLeft(rest, " ") {
+		key, after, found := strings.Cut(rest, "=")
+		if !found || key == "" || strings.ContainsAny(key, ` "`) {
+			return "", nil, false
+		}
+		var value string
+		if strings.HasPrefix(after, `"`) {
+			q, err := strconv.QuotedPrefix(after)
+			if err != nil {
+				return "", nil, false
+			}
+			value, _ = strconv.Unquote(q)
+			rest = after[len(q):]
+		} else {
+			value, rest, _ = strings.Cut(after, " ")
+		}
+		fields[key] = value
+	}
+	msg, ok = fields["msg"]
+	return msg, fields, ok
+}
+
+// isReconcile reports whether line, from argocd-application-controller's
+// log, ends a reconciliation (a comparison, with or without a sync) of an
+// Application whose name starts with appPrefix (2.14 names it
+// namespace/name, 3.x name).
+func isReconcile(line, appPrefix string) bool {
+	msg, f, ok := logLine(line)
+	name := f["application"]
+	if _, n, qualified := strings.Cut(name, "/"); qualified {
+		name = n
+	}
+	return ok && msg == "Reconciliation completed" && strings.HasPrefix(name, appPrefix)
+}
+
+// isAppSetReconcile reports whether line, from the ApplicationSet
+// controller's log, ends a reconciliation (a render of every Application
+// it generates) of the ApplicationSet set in namespace argocd.
+func isAppSetReconcile(line, set string) bool {
+	msg, f, ok := logLine(line)
+	return ok && strings.HasPrefix(msg, "end reconcile in") && f["applicationset"] == "argocd/"+set
+}
+
+// isAppSetRequeue reports whether line, from the ApplicationSet
+// controller's debug log, requeues an ApplicationSet because one of its
+// Applications whose name starts with appPrefix changed (a refresh
+// annotation set or cleared, its status or spec).
+func isAppSetRequeue(line, appPrefix string) bool {
+	msg, _, ok := logLine(line)
+	return ok && strings.HasPrefix(msg, "requeue caused by application "+appPrefix)
+}
