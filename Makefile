@@ -25,7 +25,7 @@ define apt_install
 		$$SUDO apt-get install -y -qq $(2) >/dev/null 2>&1 || { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $(2); }; }
 endef
 
-.PHONY: build cli run test test-ui e2e e2e-deps test-integration lint bench bench-compare bench-argocd fuzz clean
+.PHONY: build cli run test test-ui e2e e2e-deps test-integration lint bench bench-compare bench-argocd bench-argocd-levers fuzz clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/bucketops ./cmd/bucketops-bridge
@@ -69,14 +69,32 @@ e2e-deps:
 
 # The fleet race on the real Argo CD of make e2e: 200 apps from a git
 # monorepo (with and without manifest-generate-paths) and from bucketops,
-# bursts and a 5-minute stream; rewrites its section of docs/benchmarks.md,
-# docs/bench-argocd.svg and the README's paragraph about it. About 45
-# minutes on 2 cores. Smaller runs:
-# BENCH_ARGOCD_APPS=50 BENCH_ARGOCD_STREAM=1m BENCH_ARGOCD_BURSTS=1.
+# 3 bursts and a 3-minute stream, Argo CD at its default reconciliation and
+# the install's levers on; rewrites its section of docs/benchmarks.md,
+# docs/bench-argocd.svg and the README's paragraph about it. About an hour
+# on 2 cores. Smaller runs: BENCH_ARGOCD_APPS=50 BENCH_ARGOCD_STREAM=1m
+# BENCH_ARGOCD_BURSTS=1; BENCH_ARGOCD_FEEDS=bucketops (git, git-paths) races
+# some feeds; BENCH_ARGOCD_LEVERS=none (or sync-first,basic-auth,…) turns
+# the install's levers off.
 bench-argocd: e2e-deps
 	@mkdir -p $(BIN)
 	BENCH_ARGOCD_OUT=$(CURDIR)/$(BIN)/bench-argocd.json BENCH_ARGOCD_DOC=$(CURDIR)/docs/benchmarks.md BENCH_ARGOCD_CHART=$(CURDIR)/docs/bench-argocd.svg BENCH_ARGOCD_README=$(CURDIR)/README.md \
-		$(GO) test -tags $(TAGS),e2e -count=1 -timeout 90m -v -run 'TestFleetBench' ./integration/
+		$(GO) test -tags $(TAGS),e2e -count=1 -timeout 120m -v -run 'TestFleetBench' ./integration/
+
+# What each lever of the install buys: the race once per step, bucketops'
+# feed only (200 apps, 1 burst, a 1-minute stream unless BENCH_ARGOCD_*
+# say otherwise), each step one more lever on; rewrites the
+# bench-argocd-levers section of docs/benchmarks.md. About 15 minutes a step.
+BENCH_ARGOCD_LEVER_STEPS ?= none sync-first sync-first,basic-auth sync-first,basic-auth,tar-exclude all
+bench-argocd-levers: e2e-deps
+	@mkdir -p $(BIN)
+	@n=0; reports=; for step in $(BENCH_ARGOCD_LEVER_STEPS); do \
+		n=$$((n+1)); out=$(CURDIR)/$(BIN)/bench-argocd-levers-$$n.json; \
+		echo "== levers: $$step"; \
+		BENCH_ARGOCD_LEVERS=$$step BENCH_ARGOCD_FEEDS=$${BENCH_ARGOCD_FEEDS:-bucketops} BENCH_ARGOCD_BURSTS=$${BENCH_ARGOCD_BURSTS:-1} BENCH_ARGOCD_STREAM=$${BENCH_ARGOCD_STREAM:-1m} BENCH_ARGOCD_OUT=$$out \
+			$(GO) test -tags $(TAGS),e2e -count=1 -timeout 60m -v -run 'TestFleetBench' ./integration/ || exit 1; \
+		reports="$$reports $$out"; done; \
+	$(GO) run ./bench/fleetlevers -doc docs/benchmarks.md $$reports
 
 # Fault tolerance across containers (testcontainers-go): images built FROM
 # scratch from our static binaries and fake-gcs-server; needs a Docker engine.

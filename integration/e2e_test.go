@@ -27,6 +27,11 @@ var (
 // stack once for every scenario, and stops every process by PID at the
 // end, whatever happened.
 func TestMain(m *testing.M) {
+	if root := os.Getenv(gitServerEnv); root != "" {
+		// This binary started as the fleet race's git server.
+		serveGit(root, os.Getenv(gitServerAddrEnv))
+		return
+	}
 	var err error
 	logDir := os.Getenv("BUCKETOPS_E2E_LOGS")
 	if logDir == "" {
@@ -40,6 +45,11 @@ func TestMain(m *testing.M) {
 		log.Fatalf("e2e: %v", err)
 	}
 	logf("Argo CD %s, Kubernetes %s, etcd %s", versions.argocd, versions.kube, versions.etcd)
+	if stackLevers, err = parseLevers(os.Getenv("BENCH_ARGOCD_LEVERS")); err != nil {
+		log.Fatalf("e2e: %v", err)
+	}
+	benchMode = os.Getenv("BENCH_ARGOCD_OUT") != ""
+	logf("levers on: %v; Argo CD's default reconciliation: %v", stackLevers.names(), benchMode)
 	bins, err := binaries(logf)
 	if err != nil {
 		log.Fatalf("e2e: %v", err)

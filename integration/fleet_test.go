@@ -6,8 +6,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"log"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/cgi"
 	"os"
@@ -52,8 +52,10 @@ type feed interface {
 	// to go.
 	teardown(t *testing.T)
 	// appPrefix begins the names of this feed's Applications, which is
-	// how the repo-server's log tells them apart (isGeneration).
+	// how Argo CD's logs tell them apart (isGeneration, isReconcile).
 	appPrefix() string
+	// set is the name of its ApplicationSet.
+	set() string
 }
 
 func appName(i int) string { return fmt.Sprintf("app-%03d", i) }
@@ -150,6 +152,21 @@ func deleteApplicationSet(t *testing.T, name string) {
 	})
 }
 
+// goTemplates reports whether the race's ApplicationSets render with Go
+// templates; the template lever renders them with Argo CD's plain ones,
+// which cost less each time an Application change requeues the set.
+func goTemplates() bool { return !stackLevers.template }
+
+func goTemplate() string { return fmt.Sprintf("  goTemplate: %v\n", goTemplates()) }
+
+// param is a generator parameter in the race's template syntax, quoted.
+func param(name string) string {
+	if goTemplates() {
+		return "'{{ ." + name + " }}'"
+	}
+	return "'{{" + name + "}}'"
+}
+
 // The template both feeds share: automated sync with prune, one
 // namespace per feed, labelled for deleteApplicationSet.
 func template(set, name, source, namespace, annotations string) string {
@@ -181,21 +198,21 @@ type bucketopsFeed struct{ workers, objects int }
 func (*bucketopsFeed) name() string      { return fleet.Bucket }
 func (*bucketopsFeed) namespace() string { return "bench-bucketops" }
 func (*bucketopsFeed) appPrefix() string { return "bench-app-" }
+func (*bucketopsFeed) set() string       { return "bench-bucketops" }
 
 func (f *bucketopsFeed) setup(t *testing.T, size fleetSize) {
 	f.objects = size.objects
 	f.publish(t, allApps(size.apps), "r0")
-	applicationSet(t, "bench-bucketops", `  goTemplate: true
-  generators:
+	applicationSet(t, "bench-bucketops", goTemplate()+`  generators:
     - plugin:
         configMapRef:
           name: bucketops-generator
         input:
           parameters:
             prefix: bench
-`+template("bench-bucketops", "'{{ .name }}'", `        repoURL: '{{ .repoURL }}'
-        targetRevision: '{{ .targetRevision }}'
-        path: '{{ .path }}'
+`+template("bench-bucketops", param("name"), `        repoURL: `+param("repoURL")+`
+        targetRevision: `+param("targetRevision")+`
+        path: `+param("path")+`
         plugin:
           name: bucketops
 `, "bench-bucketops", ""))
@@ -288,17 +305,20 @@ func (f *gitFeed) setup(t *testing.T, size fleetSize) {
 	if f.paths {
 		annotations = "      annotations:\n        argocd.argoproj.io/manifest-generate-paths: .\n"
 	}
-	applicationSet(t, f.set(), fmt.Sprintf(`  goTemplate: true
-  generators:
+	name, path := "'"+f.set()+"-{{ .path.basename }}'", "'{{ .path.path }}'"
+	if !goTemplates() {
+		name, path = "'"+f.set()+"-{{path.basename}}'", "'{{path}}'"
+	}
+	applicationSet(t, f.set(), goTemplate()+fmt.Sprintf(`  generators:
     - git:
         repoURL: %s
         revision: main
         directories:
           - path: apps/*
-`, f.url())+template(f.set(), "'"+f.set()+"-{{ .path.basename }}'", fmt.Sprintf(`        repoURL: %s
+`, f.url())+template(f.set(), name, fmt.Sprintf(`        repoURL: %s
         targetRevision: main
-        path: '{{ .path.path }}'
-`, f.url()), f.namespace(), annotations))
+        path: %s
+`, f.url(), path), f.namespace(), annotations))
 }
 
 // publish commits the apps' new release in one commit, pushes it over
@@ -350,63 +370,105 @@ func (f *gitFeed) publish(t *testing.T, apps []int, id string) time.Duration {
 func (f *gitFeed) teardown(t *testing.T) { deleteApplicationSet(t, f.set()) }
 
 // gitServer is the real git http-backend behind net/http/cgi, as a git
-// host serves smart HTTP, on loopback.
+// host serves smart HTTP, on loopback. It runs in a process of its own
+// (this test binary, started again with gitServerEnv), so that the race
+// counts its CPU, its CGI processes' included, apart from the CI's.
 type gitServer struct {
 	root string
 	url  string
-	srv  *http.Server
 }
+
+const (
+	gitServerEnv     = "BUCKETOPS_E2E_GIT_SERVER"
+	gitServerAddrEnv = "BUCKETOPS_E2E_GIT_ADDR"
+)
 
 func startGitServer(t *testing.T) *gitServer {
 	t.Helper()
-	execPath, err := exec.Command("git", "--exec-path").Output()
-	if err != nil {
-		t.Fatalf("git is not installed: %v", err)
-	}
 	g := &gitServer{root: t.TempDir()}
-	h := &cgi.Handler{
-		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
-		Env:  []string{"GIT_PROJECT_ROOT=" + g.root, "GIT_HTTP_EXPORT_ALL=1"},
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, ports, err := st.startOnPorts("git-http-backend", 1, func(ports []int) (*proc, error) {
+		addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+		return st.start("git-http-backend", os.Args[0], nil, append(os.Environ(), gitServerEnv+"="+g.root, gitServerAddrEnv+"="+addr), st.dir)
+	}, func(p *proc, ports []int) error {
+		return waitFor("git-http-backend", p, 30*time.Second, listening(fmt.Sprintf("127.0.0.1:%d", ports[0])))
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.url = "http://" + ln.Addr().String()
-	g.srv = &http.Server{Handler: h}
-	go g.srv.Serve(ln)
-	t.Cleanup(func() { g.srv.Close() })
+	t.Cleanup(func() { p.stop(5 * time.Second) })
+	g.url = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	return g
 }
 
-// cost is what Argo CD spent: manifest generations (the repo-server's log
-// line for each fresh generation it caches, of the feed's Applications:
-// isGeneration) and CPU seconds of its processes.
-type cost struct {
-	generations int
-	cpu         map[string]float64
+// serveGit serves the repositories under root with git http-backend at
+// addr until the process is stopped.
+func serveGit(root, addr string) {
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		log.Fatalf("git is not installed: %v", err)
+	}
+	h := &cgi.Handler{
+		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
+		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"},
+	}
+	log.Fatal(http.ListenAndServe(addr, h))
 }
 
-// costProcesses are the processes whose CPU a release costs; the
-// cmp-server runs the bucketops plugin (git directories need none).
-var costProcesses = []string{"argocd-repo-server", "argocd-cmp-server", "argocd-application-controller", "argocd-applicationset-controller"}
+// cost is what a feed cost the stack over a stretch of the race: manifest
+// generations (the repo-server's log line for each fresh generation it
+// caches, isGeneration), reconciliations of the feed's Applications by
+// the application controller and of its ApplicationSet by the
+// ApplicationSet controller, the ApplicationSet requeues its Applications
+// caused, and the CPU seconds of every process of the stack, by name, with
+// the children each reaped (the repo-server's git, the cmp-server's
+// plugin, the git server's CGI). ciProcess is the CI side: the processes
+// this test started and reaped to publish (bucketops push, or git commit
+// and push).
+type cost struct {
+	generations      int
+	reconciles       int
+	appSetReconciles int
+	appSetRequeues   int
+	cpu              map[string]float64
+}
+
+const ciProcess = "CI (publishing)"
 
 func measureCost(f feed) cost {
-	c := cost{cpu: map[string]float64{}}
+	c := cost{cpu: map[string]float64{ciProcess: childrenCPUSeconds(os.Getpid())}}
 	st.mu.Lock()
 	list := slices.Clone(st.list)
 	st.mu.Unlock()
 	for _, p := range list {
-		if !slices.Contains(costProcesses, p.name) || p.exited() {
+		if p.exited() {
 			continue
 		}
-		c.cpu[p.name] = cpuSeconds(p.cmd.Process.Pid)
-		if p.name == "argocd-repo-server" {
-			data, _ := os.ReadFile(p.log)
-			for line := range strings.SplitSeq(string(data), "\n") {
-				if isGeneration(line, f.appPrefix()) {
-					c.generations++
-				}
+		c.cpu[p.name] += cpuSeconds(p.cmd.Process.Pid)
+		var match func(string) bool
+		switch p.name {
+		case "argocd-repo-server":
+			match = func(l string) bool { return isGeneration(l, f.appPrefix()) }
+		case "argocd-application-controller":
+			match = func(l string) bool { return isReconcile(l, f.appPrefix()) }
+		case "argocd-applicationset-controller":
+			match = func(l string) bool { return isAppSetReconcile(l, f.set()) || isAppSetRequeue(l, f.appPrefix()) }
+		default:
+			continue
+		}
+		data, _ := os.ReadFile(p.log)
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if !match(line) {
+				continue
+			}
+			switch {
+			case p.name == "argocd-repo-server":
+				c.generations++
+			case p.name == "argocd-application-controller":
+				c.reconciles++
+			case isAppSetReconcile(line, f.set()):
+				c.appSetReconciles++
+			default:
+				c.appSetRequeues++
 			}
 		}
 	}
@@ -414,33 +476,49 @@ func measureCost(f feed) cost {
 }
 
 func (c cost) minus(before cost) cost {
-	out := cost{generations: c.generations - before.generations, cpu: map[string]float64{}}
+	out := cost{
+		generations: c.generations - before.generations, reconciles: c.reconciles - before.reconciles,
+		appSetReconciles: c.appSetReconciles - before.appSetReconciles, appSetRequeues: c.appSetRequeues - before.appSetRequeues,
+		cpu: map[string]float64{},
+	}
 	for k, v := range c.cpu {
 		out.cpu[k] = v - before.cpu[k]
 	}
 	return out
 }
 
-func (c cost) totalCPU() float64 {
+// stackCPU is the CPU of the stack's processes, the CI's publishing left
+// out.
+func (c cost) stackCPU() float64 {
 	s := 0.0
-	for _, v := range c.cpu {
-		s += v
+	for k, v := range c.cpu {
+		if k != ciProcess {
+			s += v
+		}
 	}
 	return s
 }
 
 // cpuSeconds is a process's user and system time, its reaped children's
 // (the repo-server's git, the cmp-server's plugin) included.
-func cpuSeconds(pid int) float64 {
+func cpuSeconds(pid int) float64 { return procTicks(pid, 11, 12, 13, 14) } // utime stime cutime cstime
+
+// childrenCPUSeconds is the user and system time of a process's reaped
+// children only.
+func childrenCPUSeconds(pid int) float64 { return procTicks(pid, 13, 14) }
+
+// procTicks sums fields of /proc/PID/stat (numbered from the state, the
+// field after the command name) in seconds.
+func procTicks(pid int, fields ...int) float64 {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}
 	// Fields after the command name, which is in parentheses.
-	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+2:]))
+	all := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+2:]))
 	ticks := 0.0
-	for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime
-		v, _ := strconv.ParseFloat(fields[i], 64)
+	for _, i := range fields {
+		v, _ := strconv.ParseFloat(all[i], 64)
 		ticks += v
 	}
 	return ticks / 100 // USER_HZ
@@ -456,7 +534,7 @@ func runBurst(t *testing.T, f feed, size fleetSize, id string) fleet.Burst {
 	// Let comparisons the sync set off settle before counting.
 	time.Sleep(5 * time.Second)
 	c := measureCost(f).minus(before)
-	return fleet.Burst{Live: live, Publish: pub, Generations: c.generations, CPU: c.totalCPU()}
+	return fleet.Burst{Live: live, Publish: pub, Cost: c.report()}
 }
 
 func runStream(t *testing.T, f feed, size fleetSize) fleet.Stream {
@@ -530,9 +608,15 @@ func runStream(t *testing.T, f feed, size fleetSize) fleet.Stream {
 	mu.Lock()
 	res.Missed = len(open)
 	mu.Unlock()
-	c := measureCost(f).minus(before)
-	res.Generations, res.CPU = c.generations, c.totalCPU()
+	res.Cost = measureCost(f).minus(before).report()
 	return res
+}
+
+func (c cost) report() fleet.Cost {
+	return fleet.Cost{
+		Generations: c.generations, CPU: c.stackCPU(), Processes: c.cpu,
+		Reconciles: c.reconciles, AppSetReconciles: c.appSetReconciles, AppSetRequeues: c.appSetRequeues,
+	}
 }
 
 func race(t *testing.T, size fleetSize, feeds []feed) []fleet.Feed {
@@ -593,7 +677,7 @@ func TestFleetBench(t *testing.T) {
 	if out == "" {
 		t.Skip("make bench-argocd runs this (BENCH_ARGOCD_OUT)")
 	}
-	size := fleetSize{apps: 200, objects: 10, bursts: 3, stream: 5 * time.Minute}
+	size := fleetSize{apps: 200, objects: 10, bursts: 3, stream: 3 * time.Minute}
 	for env, set := range map[string]func(string) error{
 		"BENCH_ARGOCD_APPS":   func(v string) (err error) { size.apps, err = strconv.Atoi(v); return },
 		"BENCH_ARGOCD_BURSTS": func(v string) (err error) { size.bursts, err = strconv.Atoi(v); return },
@@ -606,11 +690,25 @@ func TestFleetBench(t *testing.T) {
 		}
 	}
 	git := startGitServer(t)
+	all := []feed{&gitFeed{server: git}, &gitFeed{server: git, paths: true}, &bucketopsFeed{workers: 8}}
+	racing := all
+	if names := os.Getenv("BENCH_ARGOCD_FEEDS"); names != "" {
+		// Some feeds only, by name: git, git-paths, bucketops.
+		racing = nil
+		for n := range strings.SplitSeq(names, ",") {
+			i := slices.Index([]string{"git", "git-paths", "bucketops"}, strings.TrimSpace(n))
+			if i < 0 {
+				t.Fatalf("BENCH_ARGOCD_FEEDS: %q is not a feed; use git, git-paths, bucketops", n)
+			}
+			racing = append(racing, all[i])
+		}
+	}
 	started := time.Now()
-	feeds := race(t, size, []feed{&gitFeed{server: git}, &gitFeed{server: git, paths: true}, &bucketopsFeed{workers: 8}})
+	feeds := race(t, size, racing)
 	report := fleet.Report{
 		Apps: size.apps, Objects: size.objects, Bursts: size.bursts, Stream: size.stream,
-		Took: time.Since(started), CPUs: runtime.NumCPU(), Date: time.Now().UTC().Format("2006-01-02"), Feeds: feeds,
+		Took: time.Since(started), CPUs: runtime.NumCPU(), Date: time.Now().UTC().Format("2006-01-02"),
+		ArgoCD: versions.argocd, Reconciliation: reconciliation(), Levers: stackLevers.names(), Feeds: feeds,
 	}
 	data, _ := json.MarshalIndent(report, "", "  ")
 	if err := os.WriteFile(out, data, 0o644); err != nil {

@@ -47,6 +47,14 @@ type stack struct {
 	logf       func(string, ...any)
 }
 
+// stackLevers are the levers the stack runs with (levers.go); benchMode
+// (make bench-argocd) runs Argo CD's controller at its default
+// reconciliation period instead of the scenarios' 60 s.
+var (
+	stackLevers levers
+	benchMode   bool
+)
+
 // repoRoot is the bucketops repository (integration/..).
 func repoRoot() string {
 	wd, _ := os.Getwd()
@@ -229,7 +237,7 @@ func (s *stack) setupArgoCD() error {
 	}
 	objects := []struct{ path, body string }{
 		{"/api/v1/namespaces/argocd", `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"argocd"}}`},
-		{"/api/v1/namespaces/argocd/configmaps/argocd-cm", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"argocd-cm","namespace":"argocd","labels":{"app.kubernetes.io/part-of":"argocd"}},"data":{"timeout.reconciliation":"60s","admin.enabled":"true"}}`},
+		{"/api/v1/namespaces/argocd/configmaps/argocd-cm", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"argocd-cm","namespace":"argocd","labels":{"app.kubernetes.io/part-of":"argocd"}},"data":{"timeout.reconciliation":"` + reconciliation() + `","admin.enabled":"true"}}`},
 		{"/api/v1/namespaces/argocd/configmaps/argocd-rbac-cm", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"argocd-rbac-cm","namespace":"argocd","labels":{"app.kubernetes.io/part-of":"argocd"}}}`},
 		{"/api/v1/namespaces/argocd/configmaps/argocd-cmd-params-cm", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"argocd-cmd-params-cm","namespace":"argocd","labels":{"app.kubernetes.io/part-of":"argocd"}}}`},
 		{"/api/v1/namespaces/argocd/secrets/argocd-secret", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"argocd-secret","namespace":"argocd","labels":{"app.kubernetes.io/part-of":"argocd"}}}`},
@@ -285,7 +293,10 @@ func (s *stack) gitViewCredentials() error {
 		"metadata": map[string]any{"name": "bucketops-git-view", "namespace": "argocd",
 			"labels": map[string]string{"argocd.argoproj.io/secret-type": "repo-creds"}},
 		"stringData": map[string]string{"type": "git", "url": "http://" + s.bridgeAddr + "/git/",
-			"username": "bucketops", "password": strings.TrimSpace(string(token))},
+			"username": "bucketops", "password": strings.TrimSpace(string(token)),
+			// Sent with every request, so git asks no askpass process after
+			// a 401 (the basic-auth lever).
+			"forceHttpBasicAuth": strconv.FormatBool(stackLevers.basicAuth)},
 	})
 	return s.kube.apply("/api/v1/namespaces/argocd/secrets/bucketops-git-view", secret)
 }
@@ -401,6 +412,7 @@ func (s *stack) runBridge(extra ...string) error {
 		"--token-file", "generator=" + s.path("bridge.token"), "--kubeconfig", s.path("kube", "config"),
 		"--argocd-server", s.argocd, "--argocd-plaintext", "--argocd-token-file", s.path("argocd", "token"),
 		"--sync", "--sync-prune", "--age-key-file", s.ageKeys, "--log-level", "debug",
+		"--sync-automated=" + strconv.FormatBool(stackLevers.syncFirst),
 	}, extra...)
 	logPath := filepath.Join(s.logs, "bucketops-bridge.log")
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -509,7 +521,12 @@ func (s *stack) startRepoServer() error {
 			// for it); 3.x logs it at info.
 			"--loglevel", "debug",
 		}
-		return s.start("argocd-repo-server", s.bin["argocd"], append(args, versions.repoServerArgs...), s.argoEnv("argocd-repo-server", path), s.dir)
+		env := s.argoEnv("argocd-repo-server", path)
+		if stackLevers.tarExclude {
+			// The plugin reads release.json only (the tar-exclude lever).
+			env = append(env, "ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS=.git")
+		}
+		return s.start("argocd-repo-server", s.bin["argocd"], append(args, versions.repoServerArgs...), env, s.dir)
 	}, func(p *proc, ports []int) error {
 		return waitFor("argocd-repo-server", p, 60*time.Second, listening(fmt.Sprintf("127.0.0.1:%d", ports[0])))
 	})
@@ -540,8 +557,19 @@ func (s *stack) controllerArgs(metrics int) []string {
 		// no new release generates nothing (the repo-server caches the
 		// plugin's manifests per commit), which a scenario counts. An
 		// unstarted sync (argo-cd#18500) is the bridge's nudge's to fix.
-		"--app-resync", "60",
+		"--app-resync", strings.TrimSuffix(reconciliation(), "s"),
 	}
+}
+
+// reconciliation is how often Argo CD compares every Application with its
+// source: the scenarios' 60 s, or, in the fleet race, Argo CD 3.x's
+// default 120 s (plus its jitter of up to 60 s), which every feed pays
+// alike.
+func reconciliation() string {
+	if benchMode {
+		return "120s"
+	}
+	return "60s"
 }
 
 // generatorSettings gives the ApplicationSet controller the bridge's
@@ -671,6 +699,7 @@ func (s *stack) startReplica(name string) (*proc, string, error) {
 			"--token-file", "plugin=" + s.path("bridge.token"), "--token-file", "reader=" + s.path("bridge.token"),
 			"--argocd-server", s.argocd, "--argocd-plaintext", "--argocd-token-file", s.path("argocd", "token"),
 			"--sync", "--sync-prune", "--age-key-file", s.ageKeys, "--poll-interval", "2s", "--log-level", "debug",
+			"--sync-automated=" + strconv.FormatBool(stackLevers.syncFirst),
 		}, append(os.Environ(), "STORAGE_EMULATOR_HOST="+s.env("STORAGE_EMULATOR_HOST")), s.dir)
 	}, func(p *proc, ports []int) error {
 		return waitFor(name, p, 30*time.Second, func() error { return httpOK("http://"+addr(ports[0])+"/readyz", "") })

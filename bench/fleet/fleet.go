@@ -7,6 +7,7 @@
 package fleet
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,17 +19,34 @@ import (
 // Section is the marked section of docs/benchmarks.md this package writes.
 const Section = "bench-argocd"
 
+// Cost is what a feed cost the stack over a burst or a stream.
+type Cost struct {
+	// Generations are the repo-server's manifest generations (cache
+	// misses) for the feed's sources.
+	Generations int `json:"generations"`
+	// CPU is the CPU seconds of every process of the stack (Argo CD,
+	// Kubernetes, Redis, the bridge, the git server), the CI's
+	// publishing left out.
+	CPU float64 `json:"cpu_seconds"`
+	// Processes are the CPU seconds by process name, the CI's publishing
+	// (CIProcess) included, each with the children it reaped.
+	Processes map[string]float64 `json:"cpu_seconds_by_process,omitempty"`
+	// Reconciles are the application controller's reconciliations of the
+	// feed's Applications, AppSetReconciles the ApplicationSet
+	// controller's of the feed's ApplicationSet, AppSetRequeues the
+	// requeues of it that its Applications' changes caused.
+	Reconciles       int `json:"reconciles"`
+	AppSetReconciles int `json:"applicationset_reconciles"`
+	AppSetRequeues   int `json:"applicationset_requeues"`
+}
+
 // Burst is one burst: a release of every app at once.
 type Burst struct {
 	// Live is from the first publish to every app Synced at the release.
 	Live time.Duration `json:"live"`
 	// Publish is from the first publish to the last CI job done.
 	Publish time.Duration `json:"publish"`
-	// Generations are the repo-server's manifest generations (cache
-	// misses) for the feed's sources.
-	Generations int `json:"generations"`
-	// CPU is the CPU seconds Argo CD's processes spent.
-	CPU float64 `json:"cpu_seconds"`
+	Cost
 }
 
 // Stream is a stream: one release a second to a random app.
@@ -37,10 +55,9 @@ type Stream struct {
 	// Latencies are publish start to Synced, per release that went live.
 	Latencies []time.Duration `json:"latencies"`
 	// Missed releases weren't live 2 minutes after the stream ended.
-	Missed      int             `json:"missed"`
-	Publish     []time.Duration `json:"publish"`
-	Generations int             `json:"generations"`
-	CPU         float64         `json:"cpu_seconds"`
+	Missed  int             `json:"missed"`
+	Publish []time.Duration `json:"publish"`
+	Cost
 }
 
 // Feed is one way of feeding the fleet, raced.
@@ -59,18 +76,84 @@ type Report struct {
 	Took    time.Duration `json:"took"`
 	CPUs    int           `json:"cpus"`
 	Date    string        `json:"date"`
-	Feeds   []Feed        `json:"feeds"`
+	// ArgoCD is the Argo CD version raced on; Reconciliation its
+	// controller's period of comparing every Application.
+	ArgoCD         string `json:"argocd"`
+	Reconciliation string `json:"reconciliation"`
+	// Levers are those of the install on in the run (the e2e harness's
+	// names: sync-first, basic-auth, tar-exclude, template).
+	Levers []string `json:"levers"`
+	Feeds  []Feed   `json:"feeds"`
 }
 
-// MedianBurst is the median of each of a feed's burst figures.
+// Process names the race reports CPU for, in the order it reports them;
+// others follow in name order.
+const (
+	CIProcess  = "CI (publishing)"
+	Bridge     = "bucketops-bridge"
+	GitServer  = "git-http-backend"
+	controller = "argocd-application-controller"
+)
+
+var processOrder = []string{controller, "argocd-repo-server", "argocd-cmp-server", "argocd-applicationset-controller", "argocd-server", "redis", "kube-apiserver", "etcd", "kube-controller-manager", Bridge, GitServer, CIProcess}
+
+// floorProcesses do what any feed must have done for a release: the
+// application controller's comparisons and sync, and the API server and
+// etcd taking what it applies and the status it writes.
+var floorProcesses = []string{controller, "kube-apiserver", "etcd"}
+
+// server is the process that serves a feed's releases to Argo CD.
+func server(feed string) string {
+	if feed == Bucket {
+		return Bridge
+	}
+	return GitServer
+}
+
+// ArgoCPU is what a release cost Argo CD (its processes and its Redis)
+// and the feed's own server: the bridge for bucketops, the git server for
+// the monorepo; the CPU the goals compare.
+func (c Cost) ArgoCPU(feed string) float64 {
+	s := c.Processes[server(feed)]
+	for name, v := range c.Processes {
+		if strings.HasPrefix(name, "argocd-") || name == "redis" {
+			s += v
+		}
+	}
+	return s
+}
+
+// Floor is the CPU of the floor processes.
+func (c Cost) Floor() float64 {
+	s := 0.0
+	for _, name := range floorProcesses {
+		s += c.Processes[name]
+	}
+	return s
+}
+
+// MedianBurst is the median of each of a feed's burst figures, process by
+// process.
 func (f Feed) MedianBurst() Burst {
 	var live, pub []time.Duration
-	var gens, cpu []float64
+	var gens, cpu, rec, asr, asq []float64
+	procs := map[string][]float64{}
 	for _, b := range f.Bursts {
 		live, pub = append(live, b.Live), append(pub, b.Publish)
 		gens, cpu = append(gens, float64(b.Generations)), append(cpu, b.CPU)
+		rec, asr, asq = append(rec, float64(b.Reconciles)), append(asr, float64(b.AppSetReconciles)), append(asq, float64(b.AppSetRequeues))
+		for k, v := range b.Processes {
+			procs[k] = append(procs[k], v)
+		}
 	}
-	return Burst{Live: median(live), Publish: median(pub), Generations: int(median(gens)), CPU: median(cpu)}
+	m := Burst{Live: median(live), Publish: median(pub), Cost: Cost{
+		Generations: int(median(gens)), CPU: median(cpu), Reconciles: int(median(rec)),
+		AppSetReconciles: int(median(asr)), AppSetRequeues: int(median(asq)), Processes: map[string]float64{},
+	}}
+	for k, vs := range procs {
+		m.Processes[k] = median(vs)
+	}
+	return m
 }
 
 // Percentile is the p-th percentile (nearest rank) of ds; 0 when empty.
@@ -131,69 +214,223 @@ func (r Report) Ratios() map[string]float64 {
 	return out
 }
 
+// bestGit is the git feed that did better: sooner in a burst, cheaper per
+// release in the stream.
+func (r Report) bestGit(better func(a, b *Feed) bool) *Feed {
+	var best *Feed
+	for _, name := range []string{Git, GitPaths} {
+		if g := r.find(name); g != nil && (best == nil || better(g, best)) {
+			best = g
+		}
+	}
+	return best
+}
+
+func hasBursts(f *Feed) bool                  { return f != nil && len(f.Bursts) > 0 }
+func hasStream(f *Feed) bool                  { return f != nil && f.Stream != nil && f.Stream.Releases > 0 }
+func perRelease(s *Stream, v float64) float64 { return v / float64(s.Releases) }
+
+// processes lists the process names of r's costs in report order.
+func (r Report) processes() []string {
+	seen := map[string]bool{}
+	for _, f := range r.Feeds {
+		for _, b := range f.Bursts {
+			for k := range b.Processes {
+				seen[k] = true
+			}
+		}
+		if f.Stream != nil {
+			for k := range f.Stream.Processes {
+				seen[k] = true
+			}
+		}
+	}
+	var out []string
+	for _, p := range processOrder {
+		if seen[p] {
+			out = append(out, p)
+			delete(seen, p)
+		}
+	}
+	rest := make([]string, 0, len(seen))
+	for k := range seen {
+		rest = append(rest, k)
+	}
+	slices.Sort(rest)
+	return append(out, rest...)
+}
+
 // Render returns the section's markdown; chart is the chart's path
 // relative to the doc.
 func Render(r Report, chart string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "## A fleet on the real Argo CD: git monorepo against bucketops\n\n")
-	fmt.Fprintf(&b, "_Generated by `make bench-argocd` on %s (%d CPUs, the whole run took %s); edit the prose outside this section, or the method in `bench/fleet`._\n\n", r.Date, r.CPUs, r.Took.Round(time.Minute))
-	fmt.Fprintf(&b, "**Method.** The e2e harness's real Argo CD v2.14 (API server, repo-server, application controller, ApplicationSet controller, the bucketops plugin's cmp-server, Redis, a real kube-apiserver) on this one machine holds a fleet of %d apps of %d ConfigMaps each, fed three ways in turn, each by an ApplicationSet, each app Synced by automated sync:\n\n", r.Apps, r.Objects)
-	fmt.Fprintf(&b, "- **%s**: one directory per app in one repository served over smart HTTP by the real `git http-backend` (behind `net/http/cgi`), an ApplicationSet with a git directory generator, and Argo CD's GitHub push webhook (`/api/webhook`) posted after every push;\n", Git)
-	fmt.Fprintf(&b, "- **%s**: the same, with `argocd.argoproj.io/manifest-generate-paths: .` on every Application, so that a push refreshes only the apps whose directory it touched;\n", GitPaths)
-	fmt.Fprintf(&b, "- **%s**: `bucketops push` per app (8 at a time, as 8 CI jobs would), the bridge's ApplicationSet generator, and the bucket's notifications (the emulator's Pub/Sub) turned into refreshes by the bridge.\n\n", Bucket)
-	fmt.Fprintf(&b, "A **burst** releases every app at once (a base image bump): one commit touching every directory and one webhook, or one `push` per app. It is timed from the first publish to every app Synced at the release (the last ConfigMap of each app, read from the API server every 250 ms), %d times per feed; the tables give medians. ", r.Bursts)
-	if r.Stream > 0 {
-		fmt.Fprintf(&b, "A **stream** then releases one random app a second for %s (one commit and webhook per release, or one `push`), each release timed from its publish to its app Synced at it. ", r.Stream)
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p("## A fleet on the real Argo CD: git monorepo against bucketops\n\n")
+	p("_Generated by `make bench-argocd` on %s (%d CPUs, the whole run took %s); edit the prose outside this section, or the method in `bench/fleet`._\n\n", r.Date, r.CPUs, r.Took.Round(time.Minute))
+	p("**Method.** The e2e harness's real Argo CD %s (API server, repo-server, application controller, ApplicationSet controller, the bucketops plugin's cmp-server, Redis, a real kube-apiserver and etcd) on this one machine holds a fleet of %d apps of %d ConfigMaps each, fed three ways in turn, each by an ApplicationSet, each app Synced by automated sync, every Application compared by Argo CD every %s as well (its default). ", cmp.Or(r.ArgoCD, "v2.14"), r.Apps, r.Objects, cmp.Or(r.Reconciliation, "60s"))
+	if len(r.Levers) > 0 {
+		p("The install's levers on: %s (docs/argocd.md). ", strings.Join(r.Levers, ", "))
+	} else {
+		p("None of the install's levers on. ")
 	}
-	fmt.Fprintf(&b, "**Generations** are the repo-server's fresh manifest generations for the feed's sources (it has no counter for them: its debug log line for each fresh response it caches is counted), and **CPU** the CPU seconds of the repo-server, the cmp-server, the application controller and the ApplicationSet controller, their children (git, the plugin) included. The machine is shared and noisy; the ratios are what to read.\n\n")
-	fmt.Fprintf(&b, "![fleet race](%s)\n\n", chart)
+	p("\n\n")
+	p("- **%s**: one directory per app in one repository served over smart HTTP by the real `git http-backend` (behind `net/http/cgi`, a process of its own), an ApplicationSet with a git directory generator, and Argo CD's GitHub push webhook (`/api/webhook`) posted after every push;\n", Git)
+	p("- **%s**: the same, with `argocd.argoproj.io/manifest-generate-paths: .` on every Application, so that a push refreshes only the apps whose directory it touched;\n", GitPaths)
+	p("- **%s**: `bucketops push` per app (8 at a time, as 8 CI jobs would), the bridge's ApplicationSet generator, and the bucket's notifications (the emulator's Pub/Sub) turned into syncs or refreshes by the bridge; the bridge's process also runs local mode's GCS emulator, whose work GCS does in production.\n\n", Bucket)
+	p("A **burst** releases every app at once (a base image bump): one commit touching every directory and one webhook, or one `push` per app. It is timed from the first publish to every app Synced at the release (the last ConfigMap of each app, read from the API server every 250 ms), %d times per feed; the tables give medians. ", r.Bursts)
+	if r.Stream > 0 {
+		p("A **stream** then releases one random app a second for %s (one commit and webhook per release, or one `push`), each release timed from its publish to its app Synced at it; its costs run until every release is live or 2 minutes have passed. ", r.Stream)
+	}
+	p("**Generations** are the repo-server's fresh manifest generations for the feed's sources, counted in its log; **reconciliations** the application controller's of the feed's Applications and the ApplicationSet controller's of its ApplicationSet, also from their logs. **CPU** is read from `/proc` for every process of the stack, with the children it reaped (git, the plugin, the CGI): **stack** is all of them, **Argo CD + server** Argo CD's processes and Redis with the feed's own server (the bridge, or the git server), which the goals compare. The machine is shared and noisy; the ratios are what to read.\n\n")
+	p("![fleet race](%s)\n\n", chart)
 
-	fmt.Fprintf(&b, "### Burst: %d apps released at once (median of %d)\n\n", r.Apps, r.Bursts)
-	b.WriteString("| feed | every app live | publish (CI side) | manifest generations per released app | Argo CD CPU s per released app |\n|---|---|---|---|---|\n")
+	p("### Burst: %d apps released at once (median of %d)\n\n", r.Apps, r.Bursts)
+	b.WriteString("| feed | every app live | publish (CI side) | generations per app | Argo CD + server CPU s per app | stack CPU s per app | reconciliations per app | ApplicationSet reconciliations (requeues by its apps) |\n|---|---|---|---|---|---|---|---|\n")
 	for _, f := range r.Feeds {
 		if len(f.Bursts) == 0 {
 			continue
 		}
 		m := f.MedianBurst()
-		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %.3f |\n", f.Name, fmtDur(m.Live), fmtDur(m.Publish), float64(m.Generations)/float64(r.Apps), m.CPU/float64(r.Apps))
+		n := float64(r.Apps)
+		p("| %s | %s | %s | %.2f | %.3f | %.3f | %.1f | %d (%d) |\n", f.Name, fmtDur(m.Live), fmtDur(m.Publish), float64(m.Generations)/n, m.ArgoCPU(f.Name)/n, m.CPU/n, float64(m.Reconciles)/n, m.AppSetReconciles, m.AppSetRequeues)
 	}
 	b.WriteString("\n")
 	if r.Stream > 0 {
-		fmt.Fprintf(&b, "### Stream: one release a second for %s\n\n", r.Stream)
-		b.WriteString("| feed | releases | publish to Synced p50 | p99 | not live 2 min after the stream | manifest generations per release | Argo CD CPU s per release | publish p50 (CI side) |\n|---|---|---|---|---|---|---|---|\n")
+		p("### Stream: one release a second for %s\n\n", r.Stream)
+		b.WriteString("| feed | releases | publish to Synced p50 | p99 | not live 2 min after the stream | generations per release | Argo CD + server CPU s per release | stack CPU s per release | reconciliations per release | ApplicationSet reconciliations (requeues by its apps) | publish p50 (CI side) |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, f := range r.Feeds {
-			s := f.Stream
-			if s == nil || s.Releases == 0 {
+			if !hasStream(&f) {
 				continue
 			}
-			fmt.Fprintf(&b, "| %s | %d | %s | %s | %d | %.1f | %.2f | %s |\n", f.Name, s.Releases, fmtDur(Percentile(s.Latencies, 50)), fmtDur(Percentile(s.Latencies, 99)), s.Missed,
-				float64(s.Generations)/float64(s.Releases), s.CPU/float64(s.Releases), fmtDur(Percentile(s.Publish, 50)))
+			s := f.Stream
+			p("| %s | %d | %s | %s | %d | %.2f | %.3f | %.3f | %.1f | %d (%d) | %s |\n", f.Name, s.Releases, fmtDur(Percentile(s.Latencies, 50)), fmtDur(Percentile(s.Latencies, 99)), s.Missed,
+				perRelease(s, float64(s.Generations)), perRelease(s, s.ArgoCPU(f.Name)), perRelease(s, s.CPU), perRelease(s, float64(s.Reconciles)), s.AppSetReconciles, s.AppSetRequeues, fmtDur(Percentile(s.Publish, 50)))
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("### Against the goals\n\n")
-	ratios := r.Ratios()
-	if x, ok := ratios[Git]; ok {
-		fmt.Fprintf(&b, "- Burst: bucketops made every app live **%s** as soon as the git monorepo (goal ≥ 5×: %s)", fmtRatio(x), verdict(x >= 5))
-		if y, ok := ratios[GitPaths]; ok {
-			fmt.Fprintf(&b, ", **%s** against the monorepo with `manifest-generate-paths`", fmtRatio(y))
-		}
-		b.WriteString(".\n")
+	renderProcesses(&b, r)
+	renderGoals(&b, r)
+	return b.String()
+}
+
+// renderProcesses writes where the CPU went, process by process, and the
+// floor.
+func renderProcesses(b *strings.Builder, r Report) {
+	procs := r.processes()
+	if len(procs) == 0 {
+		return
 	}
-	if bo := r.find(Bucket); bo != nil && len(bo.Bursts) > 0 {
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	p("### Where the CPU goes, process by process\n\n")
+	p("CPU seconds per released app in a burst (median), and per release in the stream.\n\n")
+	b.WriteString("| process |")
+	for _, f := range r.Feeds {
+		if hasBursts(&f) {
+			p(" %s, burst |", f.Name)
+		}
+		if hasStream(&f) {
+			p(" %s, stream |", f.Name)
+		}
+	}
+	b.WriteString("\n|---|")
+	for _, f := range r.Feeds {
+		if hasBursts(&f) {
+			b.WriteString("---|")
+		}
+		if hasStream(&f) {
+			b.WriteString("---|")
+		}
+	}
+	b.WriteString("\n")
+	for _, name := range procs {
+		p("| %s |", name)
+		for _, f := range r.Feeds {
+			if hasBursts(&f) {
+				p(" %.3f |", f.MedianBurst().Processes[name]/float64(r.Apps))
+			}
+			if hasStream(&f) {
+				p(" %.3f |", perRelease(f.Stream, f.Stream.Processes[name]))
+			}
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+	// The floor: what Argo CD does for any feed, the least any feed paid.
+	floor, floorStream := -1.0, -1.0
+	for _, f := range r.Feeds {
+		if hasBursts(&f) {
+			v := f.MedianBurst().Floor() / float64(r.Apps)
+			if floor < 0 || v < floor {
+				floor = v
+			}
+		}
+		if hasStream(&f) {
+			v := perRelease(f.Stream, f.Stream.Floor())
+			if floorStream < 0 || v < floorStream {
+				floorStream = v
+			}
+		}
+	}
+	if floor < 0 {
+		return
+	}
+	p("**The floor** is Argo CD's own work for a release whatever feeds it: the application controller comparing and syncing the app, and the API server and etcd taking what it applies and the status it writes (%s). The least any feed paid for it was **%.3f CPU s per app** in a burst", strings.Join(floorProcesses, ", "), floor)
+	if floorStream >= 0 {
+		p(" and **%.3f per release** in the stream", floorStream)
+	}
+	p(". What each feed paid besides, the stack's CPU but the floor's processes (the repo-server's generations, the plugin, the ApplicationSet controller, the API server's requests, the feed's server):\n\n")
+	for _, f := range r.Feeds {
+		if !hasBursts(&f) {
+			continue
+		}
+		m := f.MedianBurst()
+		p("- %s: %.3f CPU s per app in a burst, on a floor of %.3f", f.Name, (m.CPU-m.Floor())/float64(r.Apps), m.Floor()/float64(r.Apps))
+		if hasStream(&f) {
+			s := f.Stream
+			p("; %.3f per release in the stream, on %.3f", perRelease(s, s.CPU-s.Floor()), perRelease(s, s.Floor()))
+		}
+		b.WriteString(";\n")
+	}
+	b.WriteString("\n")
+}
+
+// renderGoals writes the goals of the race with met or not met, and by
+// how much.
+func renderGoals(b *strings.Builder, r Report) {
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	b.WriteString("### Against the goals\n\n")
+	bo := r.find(Bucket)
+	if hasStream(bo) {
+		s := bo.Stream
+		p99 := Percentile(s.Latencies, 99)
+		gens := perRelease(s, float64(s.Generations))
+		p("- Stream, publish to Synced p99 < 10 s, nothing left behind, exactly 1 generation per release: p99 %s, %d of %d releases not live, %.2f generations per release: %s.\n",
+			fmtDur(p99), s.Missed, s.Releases, gens, verdict(p99 < 10*time.Second && s.Missed == 0 && s.Generations == s.Releases))
+		if g := r.bestGit(func(a, b *Feed) bool {
+			return hasStream(a) && (!hasStream(b) || perRelease(a.Stream, a.Stream.ArgoCPU(a.Name)) < perRelease(b.Stream, b.Stream.ArgoCPU(b.Name)))
+		}); hasStream(g) {
+			x := perRelease(s, s.ArgoCPU(Bucket)) / perRelease(g.Stream, g.Stream.ArgoCPU(g.Name))
+			p("- Stream, Argo CD + bridge CPU per release ≤ 0.5× the monorepo's Argo CD + git server (%s, the cheaper): %.3f against %.3f CPU s, **%.2f×**: %s.\n",
+				g.Name, perRelease(s, s.ArgoCPU(Bucket)), perRelease(g.Stream, g.Stream.ArgoCPU(g.Name)), x, verdict(x <= 0.5))
+		}
+	}
+	if hasBursts(bo) {
+		m := bo.MedianBurst()
 		exact := true
 		for _, br := range bo.Bursts {
 			exact = exact && br.Generations == r.Apps
 		}
-		m := bo.MedianBurst()
-		fmt.Fprintf(&b, "- Manifest generations per released app in a burst: %.2f (goal exactly 1 in every burst: %s).\n", float64(m.Generations)/float64(r.Apps), verdict(exact))
-		if s := bo.Stream; s != nil && s.Releases > 0 {
-			p99 := Percentile(s.Latencies, 99)
-			fmt.Fprintf(&b, "- Stream p99 publish to Synced: %s, %d of %d releases not live (goal p99 < 10 s: %s).\n", fmtDur(p99), s.Missed, s.Releases, verdict(p99 < 10*time.Second && s.Missed == 0))
+		if g := r.bestGit(func(a, b *Feed) bool {
+			return hasBursts(a) && (!hasBursts(b) || a.MedianBurst().Live < b.MedianBurst().Live)
+		}); hasBursts(g) {
+			gm := g.MedianBurst()
+			sooner := float64(gm.Live) / float64(m.Live)
+			cpu := m.ArgoCPU(Bucket) / gm.ArgoCPU(g.Name)
+			p("- Burst, every app live ≥ 1.2× sooner than the monorepo (%s, the sooner) at no more CPU, exactly 1 generation per app in every burst: **%s** as soon (%s against %s), at **%.2f×** its Argo CD + server CPU, %.2f generations per app: %s.\n",
+				g.Name, fmtRatio(sooner), fmtDur(m.Live), fmtDur(gm.Live), cpu, float64(m.Generations)/float64(r.Apps), verdict(sooner >= 1.2 && cpu <= 1 && exact))
 		}
 	}
 	b.WriteString("\n")
-	return b.String()
 }
 
 func verdict(ok bool) string {

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -22,25 +23,25 @@ func Readme(r Report, docLink string) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	bl, gl := bo.MedianBurst().Live, git.MedianBurst().Live
-	p("On a real Argo CD with a fleet of %d apps (%s, one %d-core machine, [`make bench-argocd`](%s)), ", r.Apps, r.Date, r.CPUs, docLink)
+	p("On a real Argo CD %s with a fleet of %d apps (%s, one %d-core machine, [`make bench-argocd`](%s)), ", cmp.Or(r.ArgoCD, "v2.14"), r.Apps, r.Date, r.CPUs, docLink)
 	p("a release of every app at once went live in %s with bucketops against %s for a git monorepo (**%s** as soon", fmtDur(bl), fmtDur(gl), fmtRatio(float64(gl)/float64(bl)))
 	if paths != nil && len(paths.Bursts) > 0 {
 		p("; %s with `manifest-generate-paths`", fmtDur(paths.MedianBurst().Live))
 	}
 	p(", median of %d). ", r.Bursts)
 	if s, g := bo.Stream, git.Stream; s != nil && g != nil && s.Releases > 0 && g.Releases > 0 {
-		per := func(s *Stream) (gens, cpu float64) {
-			return float64(s.Generations) / float64(s.Releases), s.CPU / float64(s.Releases)
+		per := func(s *Stream, feed string) (gens, cpu float64) {
+			return float64(s.Generations) / float64(s.Releases), s.ArgoCPU(feed) / float64(s.Releases)
 		}
-		bg, bc := per(s)
-		gg, gc := per(g)
+		bg, bc := per(s, Bucket)
+		gg, gc := per(g, Git)
 		p("One release a second for %s took %s from publish to Synced at the median with bucketops against %s, ", r.Stream, fmtDur(Percentile(s.Latencies, 50)), fmtDur(Percentile(g.Latencies, 50)))
 		p("with **%.1f manifest generations per release** against %.1f", bg, gg)
 		if ps := paths.streamOrNil(); ps != nil {
-			pg, _ := per(ps)
+			pg, _ := per(ps, GitPaths)
 			p(" (%.1f with `manifest-generate-paths`)", pg)
 		}
-		p(", and %.2f CPU seconds of Argo CD per release against %.2f. ", bc, gc)
+		p(", and %.2f CPU seconds of Argo CD and the bridge per release against %.2f of Argo CD and the git server. ", bc, gc)
 	}
 	p("The benchmark report says where the time goes.\n")
 	return b.String()

@@ -1,0 +1,68 @@
+package integration
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// levers are what the install does so that a release costs Argo CD less
+// (docs/argocd.md), each switchable so that the fleet race can measure
+// what each one buys: BENCH_ARGOCD_LEVERS names those on ("all", the
+// default, is the install; "none" is Argo CD as it comes).
+type levers struct {
+	// syncFirst: the bridge syncs an automated Application instead of
+	// refreshing it (--sync-automated).
+	syncFirst bool
+	// basicAuth: forceHttpBasicAuth on the git view's repository
+	// credentials, so git sends them without a 401 and no askpass runs.
+	basicAuth bool
+	// tarExclude: ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS=.git, so the
+	// repo-server sends the plugin release.json, not the repository.
+	tarExclude bool
+	// template: the race's ApplicationSets render with Argo CD's plain
+	// templates (goTemplate: false) rather than Go templates.
+	template bool
+}
+
+var leverNames = []string{"sync-first", "basic-auth", "tar-exclude", "template"}
+
+// parseLevers reads BENCH_ARGOCD_LEVERS: "", "all", "none", or names from
+// leverNames separated by commas.
+func parseLevers(v string) (levers, error) {
+	v = strings.TrimSpace(v)
+	switch v {
+	case "", "all":
+		return levers{true, true, true, true}, nil
+	case "none":
+		return levers{}, nil
+	}
+	var l levers
+	for name := range strings.SplitSeq(v, ",") {
+		switch strings.TrimSpace(name) {
+		case "sync-first":
+			l.syncFirst = true
+		case "basic-auth":
+			l.basicAuth = true
+		case "tar-exclude":
+			l.tarExclude = true
+		case "template":
+			l.template = true
+		default:
+			return levers{}, fmt.Errorf("BENCH_ARGOCD_LEVERS: %q is not a lever; use all, none or some of %s", name, strings.Join(leverNames, ","))
+		}
+	}
+	return l, nil
+}
+
+// names lists the levers on, in leverNames' order.
+func (l levers) names() []string {
+	on := []bool{l.syncFirst, l.basicAuth, l.tarExclude, l.template}
+	var out []string
+	for i, n := range leverNames {
+		if on[i] {
+			out = append(out, n)
+		}
+	}
+	return slices.Clip(out)
+}
