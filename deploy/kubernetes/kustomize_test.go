@@ -802,6 +802,13 @@ func TestWithArgoCD(t *testing.T) {
 				t.Errorf("the patch replaced Argo CD's containers instead of adding to them: %d containers, init %+v", len(pod.Containers), pod.InitContainers)
 			}
 		}},
+		{"the repo-server leaves .git out of what it sends the plugin", func(t *testing.T) {
+			var cm configMap
+			out.decode(t, "ConfigMap", "argocd-cmd-params-cm", &cm)
+			if got := cm.Data["reposerver.plugin.tar.exclusions"]; got != ".git" {
+				t.Errorf("reposerver.plugin.tar.exclusions = %q, want .git", got)
+			}
+		}},
 		{"kubectl logs and exec still default to the repo-server container", func(t *testing.T) {
 			if got := repo.Spec.Template.Metadata.Annotations["kubectl.kubernetes.io/default-container"]; got != "argocd-repo-server" {
 				t.Errorf("default container = %q, want argocd-repo-server", got)
