@@ -18,8 +18,17 @@ func logLine(line string) (msg string, fields map[string]string, ok bool) {
 		}
 		fields = make(map[string]string, len(m))
 		for k, v := range m {
-			if s, isString := v.(string); isString {
-				fields[k] = s
+			switch v := v.(type) {
+			case string:
+				fields[k] = v
+			case map[string]any:
+				// A Kubernetes NamespacedName, as logrus' JSON formatter
+				// writes it: namespace/name, as its text formatter does.
+				ns, _ := v["Namespace"].(string)
+				name, _ := v["Name"].(string)
+				if name != "" {
+					fields[k] = ns + "/" + name
+				}
 			}
 		}
 		return fields["msg"], fields, true

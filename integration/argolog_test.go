@@ -7,7 +7,7 @@ func TestArgoCDLogLines(t *testing.T) {
 		v36Reconcile    = `{"app-namespace":"argocd","application":"bench-app-007-1a2b3c4d","comparison-level":3,"dest-server":"https://kubernetes.default.svc","level":"info","msg":"Reconciliation completed","project":"default","time":"2026-12-05T10:00:00Z","time_ms":112}`
 		v214Reconcile   = `time="2026-12-05T10:00:00Z" level=info msg="Reconciliation completed" application=argocd/bench-git-app-007 dest-namespace=bench-git dest-server="https://kubernetes.default.svc" fields.level=2 time_ms=95`
 		v36Refreshing   = `{"application":"bench-app-007-1a2b3c4d","level":"info","msg":"Refreshing app status (controller refresh requested), level (2)","time":"2026-12-05T10:00:00Z"}`
-		v36AppSetEnd    = `{"applicationset":"argocd/bench-bucketops","level":"info","msg":"end reconcile in 842.1ms","requeueAfter":0,"time":"2026-12-05T10:00:00Z"}`
+		v36AppSetEnd    = `{"applicationset":{"Namespace":"argocd","Name":"bench-bucketops"},"level":"info","msg":"end reconcile in 842.1ms","requeueAfter":0,"time":"2026-12-05T10:00:00Z"}`
 		v214AppSetEnd   = `time="2026-12-05T10:00:00Z" level=info msg="end reconcile in 1.2s" applicationset=argocd/bench-git requeueAfter=3m0s`
 		v36Requeue      = `{"level":"debug","msg":"requeue caused by application bench-app-007-1a2b3c4d","requeue":true,"time":"2026-12-05T10:00:00Z"}`
 		v214RequeueText = `time="2026-12-05T10:00:00Z" level=debug msg="requeue caused by application bench-git-paths-app-007" requeue=true`
