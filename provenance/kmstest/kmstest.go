@@ -99,14 +99,21 @@ func (s *Server) Signs() int {
 }
 
 func (s *Server) key(name, permission string) (ed25519.PrivateKey, error) {
+	return lookup(s, s.keys, name, permission, "CryptoKeyVersion")
+}
+
+// lookup finds name among keys as Cloud KMS does for a caller: refused
+// if denied, else not found if absent.
+func lookup[K any](s *Server, keys map[string]K, name, permission, kind string) (K, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var none K
 	if s.denied[name] {
-		return nil, status.Errorf(codes.PermissionDenied, "Permission '%s' denied on resource '%s' (or it may not exist).", permission, name)
+		return none, status.Errorf(codes.PermissionDenied, "Permission '%s' denied on resource '%s' (or it may not exist).", permission, name)
 	}
-	k, ok := s.keys[name]
+	k, ok := keys[name]
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "CryptoKeyVersion %s not found.", name)
+		return none, status.Errorf(codes.NotFound, "%s %s not found.", kind, name)
 	}
 	return k, nil
 }
@@ -189,16 +196,7 @@ func (s *Server) Decrypts() int {
 }
 
 func (s *Server) symmetricKey(name, permission string) (cipher.AEAD, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.denied[name] {
-		return nil, status.Errorf(codes.PermissionDenied, "Permission '%s' denied on resource '%s' (or it may not exist).", permission, name)
-	}
-	k, ok := s.symmetric[name]
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "CryptoKey %s not found.", name)
-	}
-	return k, nil
+	return lookup(s, s.symmetric, name, permission, "CryptoKey")
 }
 
 // Encrypt seals the plaintext with the key: nonce, then AES-GCM. As with
