@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
@@ -11,6 +12,8 @@ import (
 	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/bucketops/bucketops/store"
 )
 
 // What a release asks of Argo CD, per Application: a sync for one that
@@ -42,10 +45,16 @@ func (d *Deployer) deploy(ctx context.Context, app string, gen int64, written, r
 		d.log.Info("no Argo CD Application deploys this app", "app", app, "generation", gen)
 		return nil
 	}
+	// A tombstone renders as nothing. A sync request of ours would prune
+	// every resource of the app, where Argo CD's automated sync refuses an
+	// empty sync (allowEmpty off) and an ApplicationSet deletes the
+	// Application under its own preserveResourcesOnDeletion: a retire
+	// gets a refresh, and Argo CD's policies decide.
+	syncFirst := d.cfg.SyncAutomated && slices.ContainsFunc(apps, automated) && !d.tombstone(ctx, app, gen)
 	var errs []error
 	for _, a := range apps {
 		var err error
-		if d.cfg.SyncAutomated && automated(a) {
+		if syncFirst && automated(a) {
 			err = d.syncAutomated(ctx, app, gen, written, received, a)
 		} else {
 			err = d.refreshApplication(ctx, app, gen, written, received, a)
@@ -55,6 +64,20 @@ func (d *Deployer) deploy(ctx context.Context, app string, gen int64, written, r
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// tombstone reports whether generation gen of app is a tombstone, or
+// might be: a release that can't be read is treated as one, so that only
+// a release known to hold objects is ever synced by the bridge.
+func (d *Deployer) tombstone(ctx context.Context, app string, gen int64) bool {
+	cctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
+	defer cancel()
+	rel, err := d.cfg.Releases.Stat(cctx, store.Ref{App: app, Generation: gen})
+	if err != nil {
+		d.log.Warn("can't tell whether the release is a tombstone: refreshing instead of syncing", "app", app, "generation", gen, "error", err)
+		return true
+	}
+	return rel.Kind == store.KindTombstone
 }
 
 // automated reports whether Argo CD syncs a itself. Argo CD 3.x can also

@@ -12,6 +12,7 @@ import (
 
 	"github.com/bucketops/bucketops/deploy"
 	"github.com/bucketops/bucketops/deploy/argocdtest"
+	"github.com/bucketops/bucketops/store"
 	"github.com/bucketops/bucketops/store/storetest"
 )
 
@@ -160,5 +161,34 @@ func finished(a *v1alpha1.Application, phase synccommon.OperationPhase, revision
 		StartedAt:  now,
 		FinishedAt: &now,
 		SyncResult: &v1alpha1.SyncOperationResult{Revision: revision},
+	}
+}
+
+// Retiring an app publishes a tombstone, which renders as nothing: a sync
+// request would prune every resource of the app, bypassing what keeps them
+// (automated sync refuses an empty sync with allowEmpty off; an
+// ApplicationSet deletes the Application under preserveResourcesOnDeletion).
+// A tombstone gets a refresh, never a sync of the bridge's.
+func TestATombstoneIsRefreshedNeverSynced(t *testing.T) {
+	argo := argocdtest.New(t)
+	st := storetest.New(t, true).Store(t, "")
+	view, url := gitView(t, argo, st)
+	argo.Put(automatedApp("auto", "prod/payments", url("prod/payments")))
+	r := newRig(t, argo, st, func(c *deploy.Config) { c.Revisions, c.SyncAutomated = view, true })
+
+	first := publish(t, st, "prod/payments", "one")
+	r.deployer.Notify(deploy.Event{App: "prod/payments", Generation: first, Source: deploy.SourcePush})
+	waitHandled(t, r.deployer, "prod/payments", first)
+	waitCalls(t, argo, "sync", "auto", 1)
+
+	res, err := st.Retire(context.Background(), "prod/payments", store.Publication{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.deployer.Notify(deploy.Event{App: "prod/payments", Generation: res.Generation, Source: deploy.SourcePush})
+	waitHandled(t, r.deployer, "prod/payments", res.Generation)
+	waitCalls(t, argo, "refresh", "auto", 1)
+	if syncs := argo.Syncs(); len(syncs) != 1 {
+		t.Errorf("%d syncs, want only the first release's: a sync of the tombstone prunes the app's resources: %+v", len(syncs), syncs)
 	}
 }
