@@ -9,12 +9,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/bucketops/bucketops/floor"
 	"github.com/bucketops/bucketops/store"
 )
 
@@ -40,7 +43,17 @@ const (
 	Fork = "fork"
 	// Replay: an earlier release's signed statement, published again.
 	Replay = "replay"
+	// Truncated: the release the bridge last accepted (the app's rollback
+	// floor, package floor) is gone from the history: it was deleted.
+	Truncated = "truncated"
+	// Rollback: the head does not descend from the rollback floor: the
+	// newest releases were deleted, or an older one copied back as the
+	// head. The bridge refuses it under require: signed.
+	Rollback = "rollback"
 )
+
+// RolledBack reports whether a problem is one the rollback floor found.
+func RolledBack(problem string) bool { return problem == Truncated || problem == Rollback }
 
 // Key is a public key a verifier trusts, with the name the trust policy or
 // command line gave it.
@@ -77,6 +90,9 @@ type Finding struct {
 	// constants above, explained by Detail.
 	Problem string `json:"problem,omitempty"`
 	Detail  string `json:"detail,omitempty"`
+	// Replaced is the generation the signed statement says the release
+	// replaced (0 for an app's first release, or when nothing was signed).
+	Replaced int64 `json:"replaced,omitempty"`
 
 	claim   store.Attestation
 	payload []byte
@@ -145,7 +161,7 @@ func (k Keys) open(r store.Release) Finding {
 		f.fail(BadSignature, "the signed payload is unusable: %v", err)
 		return f
 	}
-	f.claim, f.payload = c, payload
+	f.claim, f.payload, f.Replaced = c, payload, c.Previous.Generation
 	if c.App != r.App {
 		f.fail(WrongApp, "the statement was signed for %s, not %s: it was copied from another app", c.App, r.App)
 		return f
@@ -156,6 +172,12 @@ func (k Keys) open(r store.Release) Finding {
 	}
 	return f
 }
+
+// Check verifies what rel's own attributes can tell: the signature by a
+// trusted key, and the signed statement against the metadata. It makes no
+// request, neither hashes the bytes nor looks at the history: enough to
+// trust the Replaced it reports (package floor judges a head by it).
+func (k Keys) Check(rel store.Release) Finding { return k.open(rel) }
 
 // checkBytes compares the bytes' digest with the signed one.
 func (f *Finding) checkBytes(data []byte) {
@@ -274,11 +296,18 @@ type ChainOptions struct {
 	SkipBytes bool
 	// Parallel reads at once (default 16).
 	Parallel int
+	// Floor is the app's rollback floor (floor.Floors.Get; the zero Mark
+	// when the bridge has accepted none): the chain must still hold it and
+	// the head must descend from it.
+	Floor floor.Mark
 }
 
 // VerifyChain verifies every release of app, oldest first, and the chain
 // they form: each must replace the release right before it, no statement
-// may appear twice, and none may name a release that is gone.
+// may appear twice, and none may name a release that is gone. With a
+// floor, the floor's release must still be there (else a Truncated
+// finding for its generation, after the releases) and the head must
+// descend from it (else the head's finding is a Rollback).
 func (k Keys) VerifyChain(ctx context.Context, s *store.Store, app string, opts ChainOptions) ([]Finding, error) {
 	hist, err := s.History(ctx, app, store.HistoryOptions{})
 	if err != nil {
@@ -331,7 +360,33 @@ func (k Keys) VerifyChain(ctx context.Context, s *store.Store, app string, opts 
 		}
 		f.link(prev, named)
 	}
-	return findings, nil
+	return append(findings, checkFloor(app, hist, findings, opts.Floor)...), nil
+}
+
+// checkFloor judges the history against the rollback floor: a deleted
+// floor release is a Truncated finding of its own, and a head that doesn't
+// descend from the floor turns the head's finding into a Rollback.
+func checkFloor(app string, hist []store.Release, findings []Finding, m floor.Mark) []Finding {
+	if m.Generation == 0 || len(hist) == 0 {
+		return nil
+	}
+	var extra []Finding
+	at := fmt.Sprintf("%s@%d (%s, accepted %s)", app, m.Generation, m.Digest, m.Accepted.Format(time.RFC3339))
+	if !slices.ContainsFunc(hist, func(r store.Release) bool { return r.Generation == m.Generation }) {
+		extra = append(extra, Finding{App: app, Generation: m.Generation, Problem: Truncated,
+			Detail: "the rollback floor " + at + ", the newest release the bridge accepted, is gone from the history: it was deleted (or expired by a lifecycle rule)"})
+	}
+	head := &findings[len(findings)-1]
+	claim := floor.Claim{Generation: head.Generation, Digest: hist[len(hist)-1].Digest, Replaced: head.Replaced}
+	if !head.OK() || m.Admits(claim) {
+		return extra
+	}
+	if head.Generation < m.Generation {
+		head.fail(Rollback, "the head is older than the rollback floor %s: the generations after it were deleted; the bridge refuses it under require: signed", at)
+	} else {
+		head.fail(Rollback, "the head replaced %s@%d, older than the rollback floor %s: an older signed release was copied back as the head; the bridge refuses it under require: signed", app, head.Replaced, at)
+	}
+	return extra
 }
 
 // Trusts reports whether the key with id is trusted.

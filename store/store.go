@@ -198,6 +198,10 @@ func New(client *storage.Client, loc Location, log *slog.Logger, opts ...Option)
 	return s
 }
 
+// Client is the GCS client the store reads and writes through, for what
+// keeps objects of its own beside the releases (package floor).
+func (s *Store) Client() *storage.Client { return s.client }
+
 // Location returns where the store keeps its releases.
 func (s *Store) Location() Location { return s.loc }
 

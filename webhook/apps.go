@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/bucketops/bucketops/floor"
 	"github.com/bucketops/bucketops/policy"
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/secrets"
@@ -101,6 +102,10 @@ func classify(ref store.Ref, err error) (int, string) {
 		return http.StatusForbidden, "policy_" + violation.Reason
 	case errors.As(err, &untrusted):
 		return http.StatusForbidden, "untrusted_release"
+	case errors.Is(err, floor.ErrRollback):
+		return http.StatusForbidden, "rollback_refused"
+	case errors.Is(err, floor.ErrUnavailable):
+		return http.StatusServiceUnavailable, "floor_unavailable"
 	case errors.Is(err, errBusy):
 		return http.StatusServiceUnavailable, "render_busy"
 	case errors.Is(err, store.ErrInvalidApp):

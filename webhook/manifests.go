@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bucketops/bucketops/deploy"
+	"github.com/bucketops/bucketops/floor"
 	"github.com/bucketops/bucketops/policy"
 	"github.com/bucketops/bucketops/provenance"
 	"github.com/bucketops/bucketops/render"
@@ -44,7 +45,10 @@ func RenderCost(size int64) int64 {
 // rendered is one release as Argo CD gets it.
 type rendered struct {
 	release store.Release
-	body    []byte
+	// replaced is the generation the verified signed statement says the
+	// release replaced, for the rollback floor.
+	replaced int64
+	body     []byte
 	// objects are the release's objects (identities, no bodies), for the
 	// policy's content rules, checked on every request.
 	objects []render.Object
@@ -106,6 +110,12 @@ func (s *Server) manifests(w http.ResponseWriter, r *http.Request, app string) {
 		s.renderError(w, r, ref, err)
 		return
 	}
+	// The floor is judged on every request, cached render or not: it is
+	// the bucket's, so every replica judges alike.
+	if err := s.admitFloor(r.Context(), check, out); err != nil {
+		s.renderError(w, r, ref, err)
+		return
+	}
 	cacheLabel := map[bool]string{true: "hit", false: "miss"}[hit]
 	s.metrics.cache.WithLabelValues(cacheLabel).Inc()
 	s.metrics.renders.WithLabelValues("ok").Inc()
@@ -145,7 +155,8 @@ func (s *Server) render(ctx context.Context, ref store.Ref, size int64, check ad
 	if err != nil {
 		return rendered{}, err
 	}
-	if err := s.verify(ctx, check, rel); err != nil {
+	replaced, err := s.verify(ctx, check, rel)
+	if err != nil {
 		return rendered{}, err
 	}
 	if err := check.copied(rel); err != nil {
@@ -165,7 +176,7 @@ func (s *Server) render(ctx context.Context, ref store.Ref, size int64, check ad
 	for i := range res.Objects {
 		res.Objects[i].Body = nil // the identities are kept, not the text
 	}
-	return rendered{release: rel, body: res.Body, objects: res.Objects}, nil
+	return rendered{release: rel, replaced: replaced, body: res.Body, objects: res.Objects}, nil
 }
 
 // errBusy: the bridge's render memory stayed taken for the whole request.
@@ -269,26 +280,56 @@ const noTrustRule = "no_trust_rule"
 // verify checks rel, whose bytes Read matched to its digest, against the
 // keys of its trust rule, before anything is decrypted: under signed a
 // release that doesn't verify is refused, under warn it is served with a
-// warning, and both are counted.
-func (s *Server) verify(ctx context.Context, check admission, rel store.Release) error {
+// warning, and both are counted. It returns the generation the verified
+// statement says the release replaced.
+func (s *Server) verify(ctx context.Context, check admission, rel store.Release) (int64, error) {
 	rule := check.trustRule
 	if rule == nil || rule.Require == provenance.RequireOff {
-		return nil
+		return 0, nil
 	}
 	f, err := rule.Keys().Verify(ctx, s.releases, rel)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if f.OK() {
-		return nil
+		return f.Replaced, nil
 	}
 	if rule.Require == provenance.RequireWarn {
 		s.metrics.untrusted.WithLabelValues(f.Problem, "served").Inc()
 		s.log.Warn("serving a release that does not verify (trust rule require: warn)", "app", rel.App, "generation", rel.Generation, "problem", f.Problem, "detail", f.Detail, "rule", rule.Prefix)
-		return nil
+		return 0, nil
 	}
 	s.metrics.untrusted.WithLabelValues(f.Problem, "refused").Inc()
-	return &UntrustedError{Finding: f, Prefix: rule.Prefix}
+	return 0, &UntrustedError{Finding: f, Prefix: rule.Prefix}
+}
+
+// admitFloor judges a release served under require: signed against its
+// app's rollback floor, and raises the floor when it is newer. An older
+// release is served only while the head, whose signature is checked here,
+// still descends from the floor.
+func (s *Server) admitFloor(ctx context.Context, check admission, out rendered) error {
+	rule := check.trustRule
+	if s.floors == nil || rule == nil || rule.Require != provenance.RequireSigned {
+		return nil
+	}
+	rel := out.release
+	served := floor.Claim{Generation: rel.Generation, Digest: rel.Digest, Replaced: out.replaced}
+	head := func(ctx context.Context) (floor.Claim, error) {
+		h, err := s.releases.Head(ctx, rel.App)
+		if err != nil {
+			return floor.Claim{}, err
+		}
+		f := rule.Keys().Check(h)
+		if !f.OK() {
+			return floor.Claim{Generation: h.Generation}, f
+		}
+		return floor.Claim{Generation: h.Generation, Digest: h.Digest, Replaced: f.Replaced}, nil
+	}
+	err := s.floors.Admit(ctx, rel.App, served, head)
+	if errors.Is(err, floor.ErrRollback) {
+		s.metrics.untrusted.WithLabelValues("rollback", "refused").Inc()
+	}
+	return err
 }
 
 // release checks a rendered release against what depends on the

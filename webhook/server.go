@@ -28,6 +28,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/bucketops/bucketops/deploy"
+	"github.com/bucketops/bucketops/floor"
 	"github.com/bucketops/bucketops/policy"
 	"github.com/bucketops/bucketops/provenance"
 	"github.com/bucketops/bucketops/secrets"
@@ -60,6 +61,12 @@ type Trusts interface {
 	Current() *provenance.TrustPolicy
 }
 
+// Floors judges each release served under require: signed against its
+// app's rollback floor (floor.Floors).
+type Floors interface {
+	Admit(ctx context.Context, app string, served floor.Claim, head func(context.Context) (floor.Claim, error)) error
+}
+
 // Callers resolves the Argo CD Application a manifest request is made for
 // (deploy.Deployer).
 type Callers interface {
@@ -86,6 +93,10 @@ type Config struct {
 	// against the keys its rule names before it is rendered, and refused
 	// under require: signed when it doesn't verify.
 	Trust Trusts
+	// Floors, when not nil, keeps each app's rollback floor: under
+	// require: signed a release older than one already accepted is refused
+	// unless the app's head still descends from it (package floor).
+	Floors Floors
 	// RequestTimeout bounds each request, outbound calls included.
 	RequestTimeout time.Duration
 	// ReadyInterval is how long one bucket check answers /readyz (default
@@ -166,6 +177,7 @@ type Server struct {
 	policy       Policies
 	callers      Callers
 	trust        Trusts
+	floors       Floors
 	git          http.Handler
 	ui           http.Handler
 	generator    http.Handler
@@ -202,6 +214,7 @@ func New(cfg Config) (*Server, error) {
 		policy:    cfg.Policy,
 		callers:   cfg.Callers,
 		trust:     cfg.Trust,
+		floors:    cfg.Floors,
 		git:       cfg.Git,
 		ui:        cfg.UI,
 		generator: cfg.Generator,

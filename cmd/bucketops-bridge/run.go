@@ -27,6 +27,7 @@ import (
 
 	"github.com/bucketops/bucketops/deploy"
 	"github.com/bucketops/bucketops/emulator"
+	"github.com/bucketops/bucketops/floor"
 	"github.com/bucketops/bucketops/gitview"
 	"github.com/bucketops/bucketops/policy"
 	"github.com/bucketops/bucketops/policy/watch"
@@ -446,6 +447,7 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 		Callers:      callers,
 		Deploys:      deployer,
 		Trust:        trusts(trust),
+		Floors:       floors(trust, st),
 		Location:     st.Location(),
 		Push:         push,
 		Git:          view.Handler(),
@@ -584,6 +586,15 @@ func seed(ctx context.Context, st *store.Store, dir string, log *slog.Logger) er
 		}
 	}
 	return nil
+}
+
+// floors keeps each app's rollback floor in the bucket when a trust policy
+// is in force (docs/signing.md).
+func floors(w *watch.Watcher[*provenance.TrustPolicy], st *store.Store) webhook.Floors {
+	if w == nil {
+		return nil
+	}
+	return floor.New(st.Client(), st.Location())
 }
 
 // trusts keeps a nil watcher a nil interface: no trust policy.

@@ -27,6 +27,8 @@ const (
 	exitStale    = 4
 	// exitNotDeployed (5, wait.go): the release failed, or the wait timed out.
 	// exitUnverified (6, sign.go): a release did not verify.
+	// exitRolledBack (7, sign.go): verify --chain found the history cut
+	// below the rollback floor.
 )
 
 // usageError marks a command line the user has to fix.
@@ -46,6 +48,8 @@ func exitCode(err error) int {
 		errors.Is(err, render.ErrInvalid), errors.Is(err, store.ErrBucket), errors.Is(err, policy.ErrDenied),
 		errors.Is(err, store.ErrTooLarge):
 		return exitInvalid
+	case errors.Is(err, errRolledBack):
+		return exitRolledBack
 	case errors.Is(err, errUnverified):
 		return exitUnverified
 	case errors.Is(err, errNotDeployed):

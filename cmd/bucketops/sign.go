@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/api/option"
 
+	"github.com/bucketops/bucketops/floor"
 	"github.com/bucketops/bucketops/provenance"
 	"github.com/bucketops/bucketops/store"
 )
@@ -18,6 +19,13 @@ import (
 const exitUnverified = 6
 
 var errUnverified = errors.New("not verified")
+
+// exitRolledBack is verify --chain's exit code when the history was cut
+// below the rollback floor: the floor's release deleted, or a head that
+// doesn't descend from it.
+const exitRolledBack = 7
+
+var errRolledBack = errors.New("rolled back below the floor")
 
 // kmsClientOptions reach Cloud KMS; tests point them at kmstest.
 var kmsClientOptions []option.ClientOption
@@ -156,11 +164,15 @@ one it replaced.
 break: missing_signature, unknown_key, bad_signature, digest_mismatch,
 metadata_mismatch, wrong_app, gap (a release was deleted), fork (a release
 doesn't replace the one before it) and replay (an old release published
-again).
+again); against the rollback floor the bridge keeps in the bucket, truncated
+(the release the bridge last accepted was deleted) and rollback (the head
+doesn't descend from it: the newest releases were deleted, or an older one
+copied back).
 
 The trusted keys are public key files or Cloud KMS key versions (--key), or
 the keys the trust policy's rule for APP names (--trust-policy). Exit 6 when
-anything fails to verify.`,
+anything fails to verify, exit 7 when --chain finds a truncated or rolled
+back history.`,
 		Example: `  bucketops verify prod/payments --key ci-2026.pub
   bucketops verify prod/payments --chain --trust-policy trust.yaml -o json`,
 		Args: args(cobra.ExactArgs(1)),
@@ -189,7 +201,13 @@ anything fails to verify.`,
 			defer closeStore()
 			var findings []provenance.Finding
 			if chain {
-				findings, err = trusted.VerifyChain(ctx, s, ref.App, provenance.ChainOptions{SkipBytes: skipBytes})
+				// The floor the bridge keeps in the bucket tells a
+				// truncated tail from a short history.
+				var m floor.Mark
+				if m, err = floor.New(s.Client(), s.Location()).Get(ctx, ref.App); err != nil {
+					return err
+				}
+				findings, err = trusted.VerifyChain(ctx, s, ref.App, provenance.ChainOptions{SkipBytes: skipBytes, Floor: m})
 			} else {
 				var f provenance.Finding
 				f, err = trusted.VerifyRef(ctx, s, ref)
@@ -252,11 +270,12 @@ func trustedKeys(ctx context.Context, k *provenance.KMS, specs []string, trustFi
 }
 
 func (e *env) printFindings(app string, findings []provenance.Finding, chain bool) error {
-	bad := 0
+	bad, rolledBack := 0, false
 	for _, f := range findings {
 		if !f.OK() {
 			bad++
 		}
+		rolledBack = rolledBack || provenance.RolledBack(f.Problem)
 	}
 	var err error
 	if e.json() {
@@ -280,7 +299,10 @@ func (e *env) printFindings(app string, findings []provenance.Finding, chain boo
 			fmt.Fprintf(e.stdout, "%s: %d releases, %s\n", app, len(findings), verdict)
 		}
 	}
-	if err == nil && bad > 0 {
+	switch {
+	case err == nil && rolledBack:
+		err = fmt.Errorf("%w: %s was truncated or rolled back below the release the bridge last accepted (docs/signing.md)", errRolledBack, app)
+	case err == nil && bad > 0:
 		err = fmt.Errorf("%w: %d of %d releases of %s", errUnverified, bad, len(findings), app)
 	}
 	return err
