@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -41,9 +42,46 @@ type Publication struct {
 	// if the head is that generation (0: only if the app has no head);
 	// anything else is ErrConflict.
 	IfGeneration *int64
+	// Retention, when not nil, sets GCS Object Retention on the new
+	// generation: it can't be deleted or replaced before Until, by anyone
+	// (Locked) or without overriding it (Unlocked). The bucket must have
+	// object retention enabled.
+	Retention *Retention
 
 	mustExist bool  // Retire: refuse an app that has no release
 	size      int64 // bucketops-size: the stream's length, uncompressed
+}
+
+// Retention modes of GCS Object Retention.
+const (
+	RetentionUnlocked = "Unlocked"
+	RetentionLocked   = "Locked"
+)
+
+// Retention is how long a release's generation is kept undeletable.
+type Retention struct {
+	Until time.Time
+	// Mode is RetentionUnlocked (the default: an administrator may
+	// shorten or remove it) or RetentionLocked (only ever extended).
+	Mode string
+}
+
+// Validate checks the retention before anything is written.
+func (r *Retention) Validate(now time.Time) error {
+	switch {
+	case r.Mode != RetentionUnlocked && r.Mode != RetentionLocked:
+		return fmt.Errorf("retention mode %q: say %s or %s", r.Mode, RetentionUnlocked, RetentionLocked)
+	case !r.Until.After(now):
+		return fmt.Errorf("retention until %s: that is not in the future", r.Until.Format(time.RFC3339))
+	}
+	return nil
+}
+
+func (r *Retention) object() *storage.ObjectRetention {
+	if r == nil {
+		return nil
+	}
+	return &storage.ObjectRetention{Mode: r.Mode, RetainUntil: r.Until.UTC()}
 }
 
 // Result is what Publish did.
@@ -90,7 +128,7 @@ func (s *Store) Publish(ctx context.Context, app string, p Publication) (Result,
 	p.size = int64(len(p.Data))
 	stored, encoding := compress(p.Data)
 	return s.publish(ctx, app, p, Digest(p.Data), func(ctx context.Context, cond storage.Conditions, meta map[string]string) (*storage.ObjectAttrs, error) {
-		return s.upload(ctx, app, cond, meta, stored, encoding)
+		return s.upload(ctx, app, cond, meta, stored, encoding, p.Retention.object())
 	})
 }
 
@@ -171,6 +209,11 @@ func decide(app string, head Release, exists bool, p Publication, digest string)
 func (s *Store) publish(ctx context.Context, app string, p Publication, digest string, write writeFunc) (Result, error) {
 	if err := ValidateLabels(p.Labels); err != nil {
 		return Result{}, fmt.Errorf("publish %s: %w", app, err)
+	}
+	if p.Retention != nil {
+		if err := p.Retention.Validate(time.Now()); err != nil {
+			return Result{}, fmt.Errorf("publish %s: %w: %w", app, ErrInvalidRetention, err)
+		}
 	}
 	id, err := newPublishID()
 	if err != nil {
@@ -255,6 +298,8 @@ func (s *Store) publish(ctx context.Context, app string, p Publication, digest s
 			s.retries.Add(1)
 			uncertain = true
 			s.log.Debug("write failed, retrying", "app", app, "attempt", attempt, "error", err)
+		case p.Retention != nil && httpStatus(err) == http.StatusBadRequest:
+			return Result{}, fmt.Errorf("publish %s: %w: GCS refused the release's Object Retention (%w); the bucket must have object retention enabled (gcloud storage buckets create --enable-per-object-retention, docs/signing.md), or publish without --retain-for/--retain-until", app, ErrInvalidRetention, err)
 		default:
 			return Result{}, fmt.Errorf("publish %s: %w", app, err)
 		}
@@ -339,7 +384,7 @@ func metadataSize(m map[string]string) int {
 // cond. The upload is atomic: GCS checks the CRC32C (of the stored bytes)
 // and makes the object visible only once complete. Retries are publish's:
 // it re-reads the head first, which a blind resend of the upload would not.
-func (s *Store) upload(ctx context.Context, app string, cond storage.Conditions, meta map[string]string, data []byte, encoding string) (*storage.ObjectAttrs, error) {
+func (s *Store) upload(ctx context.Context, app string, cond storage.Conditions, meta map[string]string, data []byte, encoding string, retention *storage.ObjectRetention) (*storage.ObjectAttrs, error) {
 	w := s.bucket.Object(s.objectName(app)).Retryer(storage.WithPolicy(storage.RetryNever)).If(cond).NewWriter(ctx)
 	w.ChunkSize = 0 // one multipart request, no resumable session
 	w.ContentType = ContentType
@@ -347,6 +392,7 @@ func (s *Store) upload(ctx context.Context, app string, cond storage.Conditions,
 	w.CRC32C = crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli))
 	w.SendCRC32C = true
 	w.Metadata = meta
+	w.Retention = retention
 	if _, err := w.Write(data); err != nil {
 		w.CloseWithError(err)
 		return nil, err
@@ -408,15 +454,27 @@ func (s *Store) Copy(ctx context.Context, src Ref, dst string, p Publication) (R
 	}
 	p.size = int64(len(data))
 	from := s.bucket.Object(s.objectName(rel.App)).Generation(rel.Generation)
-	return s.publish(ctx, dst, p, rel.Digest, func(ctx context.Context, cond storage.Conditions, meta map[string]string) (*storage.ObjectAttrs, error) {
+	res, err := s.publish(ctx, dst, p, rel.Digest, func(ctx context.Context, cond storage.Conditions, meta map[string]string) (*storage.ObjectAttrs, error) {
 		c := s.bucket.Object(s.objectName(dst)).Retryer(storage.WithPolicy(storage.RetryNever)).If(cond).CopierFrom(from)
 		c.ContentType = ContentType
 		// Named, not left to the rewrite's defaults: the copy's bytes are
 		// the source's, so must be its encoding.
 		c.ContentEncoding = rel.Encoding
 		c.Metadata = meta
+		c.Retention = p.Retention.object()
 		return c.Run(ctx)
 	})
+	if err != nil || p.Retention == nil || !res.RetainUntil.IsZero() || res.Unchanged {
+		return res, err
+	}
+	// A rewrite may leave the retention out (the emulator's does): set it
+	// on the new generation, which needs no override the first time.
+	attrs, err := s.bucket.Object(s.objectName(dst)).Generation(res.Generation).Update(ctx, storage.ObjectAttrsToUpdate{Retention: p.Retention.object()})
+	if err != nil {
+		return res, fmt.Errorf("copy %s to %s: published %s, but its Object Retention could not be set: %w; the bucket must have object retention enabled (docs/signing.md)", rel.Ref(), dst, res.Ref(), s.translate(ctx, err))
+	}
+	res.Release = s.release(dst, attrs, true)
+	return res, nil
 }
 
 // Retire publishes a tombstone: a deliberately empty release after which the

@@ -58,6 +58,9 @@ var (
 	ErrInvalidLocation = errors.New("invalid bucket")
 	// ErrTooLarge: a release over MaxReleaseBytes.
 	ErrTooLarge = errors.New("release too large")
+	// ErrInvalidRetention: an Object Retention GCS can't set: not in the
+	// future, an unknown mode, or a bucket without object retention.
+	ErrInvalidRetention = errors.New("invalid retention")
 )
 
 // ObjectName is the name of the object holding an app's releases, below the prefix.
@@ -128,6 +131,10 @@ type Release struct {
 	Signature string `json:"-"`
 	// Current is true for the head, false for a noncurrent generation.
 	Current bool `json:"current"`
+	// RetainUntil and RetentionMode are the generation's Object
+	// Retention, when it has one: it can't be deleted before then.
+	RetainUntil   time.Time `json:"retain_until,omitzero"`
+	RetentionMode string    `json:"retention_mode,omitempty"`
 
 	// sizeRecorded: Size is the release's bucketops-size, which Bytes
 	// checks the decompressed stream against.
@@ -530,6 +537,9 @@ func (s *Store) release(app string, attrs *storage.ObjectAttrs, current bool) Re
 	}
 	if r.Kind == "" {
 		r.Kind = KindRelease
+	}
+	if ret := attrs.Retention; ret != nil {
+		r.RetainUntil, r.RetentionMode = ret.RetainUntil, ret.Mode
 	}
 	// Metadata written by something else than bucketops may be garbage;
 	// show it as absent rather than failing the whole listing.
