@@ -51,7 +51,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -312,8 +314,31 @@ func (e *Emulator) refuse(r *http.Request) string {
 		return "fakestorage's internal endpoints are disabled: they would bypass the emulator's persistence"
 	case p == "/storage/v1/b/"+e.bucket:
 		return fmt.Sprintf("bucket %s is managed by the emulator: it can't be deleted or updated", e.bucket)
+	case r.Method == http.MethodDelete:
+		return e.retained(r, p)
 	}
 	return ""
+}
+
+// retained refuses, as GCS does, to delete a generation whose Object
+// Retention lasts beyond now. fakestorage keeps an object's retention but
+// doesn't enforce it. A delete without a generation only makes the live
+// version noncurrent, which GCS allows under retention.
+func (e *Emulator) retained(r *http.Request, p string) string {
+	escaped, ok := strings.CutPrefix(p, "/storage/v1/b/"+e.bucket+"/o/")
+	gen, err := strconv.ParseInt(r.URL.Query().Get("generation"), 10, 64)
+	if !ok || err != nil {
+		return ""
+	}
+	name, err := url.PathUnescape(escaped)
+	if err != nil {
+		return ""
+	}
+	obj, err := e.gcs.GetObjectWithGeneration(e.bucket, name, gen)
+	if err != nil || obj.Retention == nil || !obj.Retention.RetainUntil.After(time.Now()) {
+		return ""
+	}
+	return fmt.Sprintf("object %s generation %d is retained until %s (Object Retention, %s): it can't be deleted before", name, gen, obj.Retention.RetainUntil.Format(time.RFC3339), obj.Retention.Mode)
 }
 
 // writeError answers in the JSON API's error format, so that clients show

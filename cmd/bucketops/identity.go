@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/user"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -74,6 +75,11 @@ type publishFlags struct {
 	policyFile   string
 	signKey      string
 	labels       map[string]string
+	retainFor    time.Duration
+	retainUntil  string
+	retainMode   string
+	// retention is what validate made of the three above.
+	retention *store.Retention
 }
 
 func (f *publishFlags) register(cmd *cobra.Command, withSource bool) {
@@ -87,6 +93,9 @@ func (f *publishFlags) register(cmd *cobra.Command, withSource bool) {
 	fs.Int64Var(&f.ifGeneration, "if-generation", -1, "strict mode: write only if the head is this generation (0: only if the app has no release); one attempt, otherwise exit 3")
 	fs.StringVar(&f.signKey, "sign-key", "", "sign the release with this Ed25519 key: a PEM file (bucketops keygen) or gcpkms://projects/…/cryptoKeyVersions/N (default $BUCKETOPS_SIGNING_KEY)")
 	fs.StringToStringVar(&f.labels, "label", nil, "label the app for ApplicationSet templates, key=value as a Kubernetes label; repeat for more (a promote or rollback keeps the source's labels unless given)")
+	fs.DurationVar(&f.retainFor, "retain-for", 0, "keep the new generation undeletable this long with GCS Object Retention, e.g. 8760h; the bucket must have object retention enabled (docs/signing.md)")
+	fs.StringVar(&f.retainUntil, "retain-until", "", "keep the new generation undeletable until this RFC 3339 time (instead of --retain-for)")
+	fs.StringVar(&f.retainMode, "retain-mode", store.RetentionUnlocked, "Object Retention mode with --retain-for/--retain-until: Unlocked (an administrator may shorten it) or Locked (only ever extended)")
 	fs.StringVar(&f.policyFile, "policy", "", "tenancy policy file to check the release against before writing (default $BUCKETOPS_POLICY); refused: exit 2")
 }
 
@@ -113,6 +122,7 @@ func (f *publishFlags) publication(cmd *cobra.Command, e *env) store.Publication
 		g := f.ifGeneration
 		p.IfGeneration = &g
 	}
+	p.Retention = f.retention
 	return p
 }
 
@@ -129,8 +139,40 @@ func (f *publishFlags) validate(e *env) error {
 	if err := store.ValidateLabels(f.labels); err != nil {
 		return usagef("--label: %v", err)
 	}
+	if err := f.validateRetention(time.Now()); err != nil {
+		return err
+	}
 	if n := len(f.message) + len(f.source) + len(f.author) + len(store.EncodeLabels(f.labels)); n > limit {
 		return usagef("--message, --source, --author and --label add up to %d bytes, the limit%s is %d: keep long notes in the source they link to", n, signed, limit)
 	}
+	return nil
+}
+
+// validateRetention turns --retain-for, --retain-until and --retain-mode
+// into the publication's retention.
+func (f *publishFlags) validateRetention(now time.Time) error {
+	f.retention = nil
+	var until time.Time
+	switch {
+	case f.retainFor != 0 && f.retainUntil != "":
+		return usagef("--retain-for and --retain-until both say how long to keep the release: give one")
+	case f.retainFor < 0:
+		return usagef("--retain-for %s: give a positive duration, such as 8760h for a year", f.retainFor)
+	case f.retainFor > 0:
+		until = now.Add(f.retainFor)
+	case f.retainUntil != "":
+		t, err := time.Parse(time.RFC3339, f.retainUntil)
+		if err != nil {
+			return usagef("--retain-until %q: give an RFC 3339 time, such as 2027-12-31T00:00:00Z", f.retainUntil)
+		}
+		until = t
+	default:
+		return nil
+	}
+	r := &store.Retention{Until: until, Mode: f.retainMode}
+	if err := r.Validate(now); err != nil {
+		return usagef("--retain-for/--retain-until/--retain-mode: %v", err)
+	}
+	f.retention = r
 	return nil
 }

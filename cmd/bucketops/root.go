@@ -46,7 +46,7 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &usage), errors.Is(err, store.ErrInvalidApp), errors.Is(err, store.ErrInvalidLocation),
 		errors.Is(err, render.ErrInvalid), errors.Is(err, store.ErrBucket), errors.Is(err, policy.ErrDenied),
-		errors.Is(err, store.ErrTooLarge):
+		errors.Is(err, store.ErrTooLarge), errors.Is(err, store.ErrInvalidRetention):
 		return exitInvalid
 	case errors.Is(err, errRolledBack):
 		return exitRolledBack
