@@ -4,10 +4,16 @@ package integration
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/option"
+
+	"github.com/bucketops/bucketops/store"
 )
 
 // TestSigning follows docs/signing.md against the real Argo CD: keygen, a
@@ -73,5 +79,58 @@ rules:
 	}
 	if ok, detail := hasValue(t, "signed-web", "v3")(); !ok {
 		t.Error(detail)
+	}
+
+	// Issue 24 item 3: with delete rights and no key, the tail is deleted
+	// and the first signed release copied back as the head. Its signature
+	// and link verify; the rollback floor refuses it, on the real Argo CD,
+	// and v3 stays live.
+	rollBackBehindCLI(t, "signed/web")
+	waitForCondition(t, "signed-web", "rollback_refused", "rollback floor")
+	if ok, detail := hasValue(t, "signed-web", "v3")(); !ok {
+		t.Errorf("the rolled back head replaced the newer release: %s", detail)
+	}
+	vout, verr, vcode = st.bucketops("", "verify", "signed/web", "--chain", "--trust-policy", trust)
+	if vcode != 7 || !strings.Contains(vout, "truncated") || !strings.Contains(vout, "rollback") {
+		t.Errorf("verify --chain after the rollback: exit %d %s%s, want 7 naming truncated and rollback", vcode, vout, verr)
+	}
+}
+
+// rollBackBehindCLI does through the GCS API what a holder of delete
+// rights can: keep app's first release, delete every generation, and copy
+// the first back as the head.
+func rollBackBehindCLI(t *testing.T, app string) {
+	t.Helper()
+	client, err := storage.NewClient(t.Context(), option.WithEndpoint("http://"+st.env("STORAGE_EMULATOR_HOST")+"/storage/v1/"),
+		option.WithoutAuthentication(), storage.WithJSONReads())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	loc, err := store.ParseLocation(st.env("BUCKETOPS_BUCKET"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hist, err := store.New(client, loc, slog.New(slog.DiscardHandler)).History(t.Context(), app, store.HistoryOptions{})
+	if err != nil || len(hist) < 2 {
+		t.Fatalf("history of %s: %d releases, %v", app, len(hist), err)
+	}
+	name := app + "/" + store.ObjectName
+	if loc.Prefix != "" {
+		name = loc.Prefix + "/" + name
+	}
+	bucket := client.Bucket(loc.Bucket)
+	first := hist[len(hist)-1] // newest first
+	kept := bucket.Object(name + ".kept")
+	if _, err := kept.CopierFrom(bucket.Object(name).Generation(first.Generation)).Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range hist {
+		if err := bucket.Object(name).Generation(r.Generation).Delete(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := bucket.Object(name).CopierFrom(kept).Run(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }
