@@ -213,3 +213,31 @@ func TestRollbackFloorSurvivesARestart(t *testing.T) {
 	sb.restart(t)
 	refused(t, generate(t, app, 0), "release 4 restored as the head, asked of a bridge started afterwards")
 }
+
+// A floor the bridge can't read or write (no IAM on .bucketops/floor/)
+// fails closed: nothing is served under require: signed, and the error
+// says what the bridge needs.
+func TestAFloorTheBridgeCantWriteFailsClosed(t *testing.T) {
+	_, priv, _ := ed25519.GenerateKey(nil)
+	sb := &signedBridge{signer: provenance.NewKeySigner(priv)}
+	sb.trust = trustPolicy(t, sb.signer.Public())
+	sb.st, sb.bucket = startAPIWith(t, func(c *webhook.Config) {
+		st := c.Releases.(*store.Store)
+		sb.configure(t, c, st)
+		c.Floors = floor.New(st.Client(), store.Location{Bucket: "no-such-bucket"})
+	})
+	sb.push(t, "prod/web", "1")
+	r := generate(t, "prod/web", 0)
+	if r.code == 0 || r.stdout != "" || !strings.Contains(r.stderr, "floor_unavailable") || !strings.Contains(r.stderr, floor.Dir) {
+		t.Errorf("exit %d, stdout %q, stderr %s; want floor_unavailable naming %s and nothing served", r.code, r.stdout, r.stderr, floor.Dir)
+	}
+	// Apps the trust policy doesn't require signatures of don't need it.
+	push := func(app string) {
+		rel, _ := render.AssembleStream("stdin", strings.NewReader(configMap("a", "1")))
+		if _, err := sb.st.Publish(t.Context(), app, store.Publication{Data: rel.Bytes, Resources: rel.Resources()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	push("sandbox/web")
+	generate(t, "sandbox/web", 0).must(t)
+}
