@@ -232,12 +232,13 @@ func (f *Floors) Raise(ctx context.Context, m Mark) (Mark, error) {
 //   - Anything else is ErrRollback: the history was truncated, or an older
 //     signed release was copied back as the head.
 func (f *Floors) Admit(ctx context.Context, app string, served Claim, head func(context.Context) (Claim, error)) error {
-	m, err := f.Get(ctx, app)
+	m, live, _, err := f.get(ctx, app)
 	if err != nil {
 		return err
 	}
 	if m.Admits(served) {
-		if served.Generation > m.Generation {
+		if served.Generation > m.Generation || live == 0 && m.Generation != 0 {
+			// Raise also writes a deleted floor back.
 			if _, err := f.Raise(ctx, Mark{App: app, Generation: served.Generation, Digest: served.Digest}); err != nil {
 				return err
 			}

@@ -79,6 +79,17 @@ func TestADeletedFloorIsRestoredFromItsVersions(t *testing.T) {
 	if attrs := b.Attrs(t, name, 0); attrs == nil {
 		t.Fatal("the floor object was not written back")
 	}
+	// Serving the floor's own release writes a deleted floor back too.
+	if err := b.Client.Bucket(storetest.BucketName).Object(name).Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	at7 := floor.Claim{Generation: 7, Digest: digestOf(7), Replaced: 6}
+	if err := f.Admit(ctx, "prod/web", at7, nil); err != nil {
+		t.Fatal(err)
+	}
+	if attrs := b.Attrs(t, name, 0); attrs == nil {
+		t.Fatal("serving the floor's release did not write the deleted floor back")
+	}
 	// A refused release is refused whether or not the floor object is live.
 	err := f.Admit(ctx, "prod/web", floor.Claim{Generation: 3, Replaced: 2}, func(context.Context) (floor.Claim, error) {
 		return floor.Claim{Generation: 3, Replaced: 2}, nil
