@@ -376,17 +376,23 @@ func checkFloor(app string, hist []store.Release, findings []Finding, m floor.Ma
 		extra = append(extra, Finding{App: app, Generation: m.Generation, Problem: Truncated,
 			Detail: "the rollback floor " + at + ", the newest release the bridge accepted, is gone from the history: it was deleted (or expired by a lifecycle rule)"})
 	}
-	head := &findings[len(findings)-1]
-	claim := floor.Claim{Generation: head.Generation, Digest: hist[len(hist)-1].Digest, Replaced: head.Replaced}
-	if !head.OK() || m.Admits(claim) {
-		return extra
-	}
-	if head.Generation < m.Generation {
-		head.fail(Rollback, "the head is older than the rollback floor %s: the generations after it were deleted; the bridge refuses it under require: signed", at)
-	} else {
-		head.fail(Rollback, "the head replaced %s@%d, older than the rollback floor %s: an older signed release was copied back as the head; the bridge refuses it under require: signed", app, head.Replaced, at)
-	}
+	findings[len(findings)-1].CheckHead(hist[len(hist)-1], m)
 	return extra
+}
+
+// CheckHead judges f, the verified finding of head, the app's head,
+// against the app's rollback floor m: a head that doesn't descend from it
+// becomes a Rollback. A finding that already failed is left alone.
+func (f *Finding) CheckHead(head store.Release, m floor.Mark) {
+	if !f.OK() || m.Admits(floor.Claim{Generation: head.Generation, Digest: head.Digest, Replaced: f.Replaced}) {
+		return
+	}
+	at := fmt.Sprintf("%s@%d (%s, accepted %s)", m.App, m.Generation, m.Digest, m.Accepted.Format(time.RFC3339))
+	if head.Generation < m.Generation {
+		f.fail(Rollback, "the head is older than the rollback floor %s: the generations after it were deleted; the bridge refuses it under require: signed", at)
+	} else {
+		f.fail(Rollback, "the head replaced %s@%d, older than the rollback floor %s: an older signed release was copied back as the head; the bridge refuses it under require: signed", m.App, f.Replaced, at)
+	}
 }
 
 // Trusts reports whether the key with id is trusted.

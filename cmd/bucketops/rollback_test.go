@@ -151,6 +151,9 @@ func TestRollbackByTruncatingTheTailIsRefused(t *testing.T) {
 		!strings.Contains(r.stdout, fmt.Sprintf("%s@%d", app, hist[4].Generation)) {
 		t.Errorf("verify --chain: exit %d, want %d naming the deleted floor %s@%d and the rolled back head:\n%s%s", r.code, exitRolledBack, app, hist[4].Generation, r.stdout, r.stderr)
 	}
+	if r := bucketops(t, "", "verify", app, "--trust-policy", sb.trust); r.code != exitRolledBack || !strings.Contains(r.stdout, "rollback") {
+		t.Errorf("verify of the head: exit %d, want %d naming the rollback:\n%s%s", r.code, exitRolledBack, r.stdout, r.stderr)
+	}
 	// A deliberate, signed rollback is a new release chained to the head:
 	// served.
 	sb.push(t, app, "build-2-again")

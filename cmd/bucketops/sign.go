@@ -171,8 +171,8 @@ copied back).
 
 The trusted keys are public key files or Cloud KMS key versions (--key), or
 the keys the trust policy's rule for APP names (--trust-policy). Exit 6 when
-anything fails to verify, exit 7 when --chain finds a truncated or rolled
-back history.`,
+anything fails to verify, exit 7 when the head doesn't descend from the
+rollback floor or --chain finds the floor's release deleted.`,
 		Example: `  bucketops verify prod/payments --key ci-2026.pub
   bucketops verify prod/payments --chain --trust-policy trust.yaml -o json`,
 		Args: args(cobra.ExactArgs(1)),
@@ -211,6 +211,10 @@ back history.`,
 			} else {
 				var f provenance.Finding
 				f, err = trusted.VerifyRef(ctx, s, ref)
+				if err == nil && ref.Generation == 0 {
+					// The head is judged against the floor too.
+					err = checkHeadFloor(ctx, s, &f)
+				}
 				findings = []provenance.Finding{f}
 			}
 			if err != nil {
@@ -306,4 +310,21 @@ func (e *env) printFindings(app string, findings []provenance.Finding, chain boo
 		err = fmt.Errorf("%w: %d of %d releases of %s", errUnverified, bad, len(findings), app)
 	}
 	return err
+}
+
+// checkHeadFloor judges a verified head against the app's rollback floor.
+func checkHeadFloor(ctx context.Context, s *store.Store, f *provenance.Finding) error {
+	if !f.OK() {
+		return nil
+	}
+	m, err := floor.New(s.Client(), s.Location()).Get(ctx, f.App)
+	if err != nil || m.Generation == 0 {
+		return err
+	}
+	head, err := s.Stat(ctx, store.Ref{App: f.App, Generation: f.Generation})
+	if err != nil {
+		return err
+	}
+	f.CheckHead(head, m)
+	return nil
 }
