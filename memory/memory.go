@@ -23,10 +23,14 @@ import (
 )
 
 // PerByte is how many bytes of heap admitted work is counted for per byte
-// of release: the highest peak over release size that BenchmarkPeakHeap
-// measured across the paths (a render for Argo CD, a release page, a
-// diff), in docs/benchmarks.md, rounded up.
-const PerByte = 40
+// of release, from BenchmarkPeakHeap (docs/benchmarks.md), which measures
+// the heap a request adds, dead objects not yet freed included, under the
+// Deployment's memory limit, for the costliest shape per byte. One request
+// alone: 12 times its release for a render for Argo CD (118 MiB for the
+// largest release), 12 for a release page, 15 for a diff (per byte of
+// both releases). Ten at once, admitted one after another, overlap the
+// garbage of the one before: up to 24 times for diffs. 25 covers that.
+const PerByte = 25
 
 // MinCost is what the smallest release is counted for: its buffers, the
 // request's own allocations, the page's template.
