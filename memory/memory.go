@@ -9,8 +9,10 @@
 // peaks at no more than Cost(n) of heap above what the process held
 // before it, measured as BenchmarkPeakHeap measures it (docs/benchmarks.md),
 // so admitted work together stays within the budget. Work larger than the
-// whole budget is admitted alone, with the whole budget; the bridge sizes
-// its default budget so that a release of store.MaxReleaseBytes fits.
+// whole budget is admitted alone, with the whole budget, and may then
+// exceed it: the bridge's default budget under the base Deployment's
+// limit holds a release of store.MaxReleaseBytes, and the bridge warns at
+// start when --render-memory doesn't.
 package memory
 
 import (
