@@ -116,6 +116,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 200x -count 3 ./store/ | tee $(BIN)/bench.txt
 	$(GO) test -run '^$$' -bench BenchmarkManifests -benchtime 30x -count 3 ./webhook/ | tee -a $(BIN)/bench.txt
 	$(GO) test -run '^$$' -bench BenchmarkRenderMemory -benchtime 3x -count 3 ./render/ | tee -a $(BIN)/bench.txt
+	$(GO) test -run '^$$' -bench BenchmarkPeakHeap -benchtime 1x -count 3 -timeout 40m ./memory/ | tee -a $(BIN)/bench.txt
 	$(GO) test -run '^$$' -bench BenchmarkGitView -benchtime 100x -count 3 ./gitview/ | tee -a $(BIN)/bench.txt
 	$(GO) test -run '^$$' -bench 'BenchmarkTimeline|BenchmarkDiff' -benchtime 30x -count 3 ./ui/ | tee -a $(BIN)/bench.txt
 	$(GO) test -run '^$$' -bench BenchmarkFleetPages -benchtime 5x -count 3 ./ui/ | tee -a $(BIN)/bench.txt

@@ -22,9 +22,21 @@ import (
 	"github.com/bucketops/bucketops/store"
 )
 
-// maxRequestBytes caps an upload-pack request: wants and haves of one
-// linear history, however long, fit many times over.
-const maxRequestBytes = 4 << 20
+// Caps of one upload-pack request, decompressed, far above what git and
+// go-git send: Argo CD's fetch of one ref (depth 1 or not) sends one want
+// and, the view's history being linear, a few haves, the first of which
+// (the client's tip) is usually common. git sends haves in rounds of 16
+// doubling up to 16384 and gives up after 256 that get no ACK. Counts are
+// capped as well as bytes: a have costs 20 bytes parsed for 50 on the wire.
+const (
+	maxRequestBytes = 1 << 20 // the body as sent, and again decompressed
+	maxWants        = 256
+	maxHaves        = 16384
+	maxShallows     = 16384
+)
+
+// errTooLarge: a request over one of the caps above.
+var errTooLarge = errors.New("over the view's request limits")
 
 const readOnly = "this repository is a read-only view of the bucket's releases; publish with bucketops push"
 
@@ -145,11 +157,17 @@ func parseRequest(r io.Reader) (*request, error) {
 					return nil, fmt.Errorf("capabilities %q: %w", caps, err)
 				}
 			}
+			if len(req.wants) == maxWants {
+				return nil, fmt.Errorf("%w: more than %d wants; a fetch names a few refs", errTooLarge, maxWants)
+			}
 			req.wants = append(req.wants, h)
 		case verb == "shallow" && section == 0:
 			h, ok := parseHash(arg)
 			if !ok {
 				return nil, fmt.Errorf("malformed shallow %q", line)
+			}
+			if len(req.shallows) == maxShallows {
+				return nil, fmt.Errorf("%w: more than %d shallows", errTooLarge, maxShallows)
 			}
 			req.shallows = append(req.shallows, h)
 		case verb == "deepen" && section == 0:
@@ -164,6 +182,9 @@ func parseRequest(r io.Reader) (*request, error) {
 			h, ok := parseHash(arg)
 			if !ok {
 				return nil, fmt.Errorf("malformed have %q", line)
+			}
+			if len(req.haves) == maxHaves {
+				return nil, fmt.Errorf("%w: more than %d haves; the view's history is linear, a fetch needs a few", errTooLarge, maxHaves)
 			}
 			req.haves = append(req.haves, h)
 		case line == "done":
@@ -195,10 +216,18 @@ func (v *View) uploadPack(w http.ResponseWriter, r *http.Request, app string) {
 			return
 		}
 		defer gz.Close()
-		body = gz
+		body = &capped{r: gz, left: maxRequestBytes}
 	}
 	req, err := parseRequest(bufio.NewReader(body))
-	if err != nil {
+	var maxBytes *http.MaxBytesError
+	switch {
+	case errors.As(err, &maxBytes):
+		http.Error(w, fmt.Sprintf("upload-pack request refused: the body is over %d bytes", maxRequestBytes), http.StatusBadRequest)
+		return
+	case errors.Is(err, errTooLarge):
+		http.Error(w, "upload-pack request refused: "+err.Error(), http.StatusBadRequest)
+		return
+	case err != nil:
 		http.Error(w, "malformed upload-pack request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
@@ -228,6 +257,33 @@ func (v *View) uploadPack(w http.ResponseWriter, r *http.Request, app string) {
 	if err := v.negotiate(r.Context(), w, out, s, req); err != nil {
 		v.log.Warn("git view: upload-pack failed", "app", app, "error", err)
 	}
+}
+
+// capped reads at most left bytes of r, then fails with errTooLarge: a
+// gzip body inflating past the cap is refused, not parsed.
+type capped struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *capped) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		// One byte more tells a stream that ends at the cap from one
+		// that goes on.
+		var b [1]byte
+		n, err := io.ReadFull(c.r, b[:])
+		if n > 0 {
+			return 0, fmt.Errorf("%w: the body is over %d bytes decompressed", errTooLarge, maxRequestBytes)
+		}
+		if err == io.ErrUnexpectedEOF {
+			err = io.EOF
+		}
+		return 0, err
+	}
+	p = p[:min(int64(len(p)), c.left)]
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
 }
 
 func (s *snapshot) hasAll(hs []plumbing.Hash) bool {

@@ -16,8 +16,8 @@ import (
 )
 
 // BenchmarkRenderMemory reports the peak heap one render of a release
-// needs, as a multiple of the release's size (x-release): what the bridge's
-// --render-memory admission (webhook.RenderCost) counts a cold render for.
+// needs, as a multiple of the release's size (x-release), the decryption alone;
+// memory's BenchmarkPeakHeap measures whole requests, which memory.Cost counts.
 // Two shapes up to each size: ConfigMaps of one 2 KiB value ("values"),
 // and ConfigMaps of many short keys ("keys", the worst case: a YAML node
 // per few bytes); a SOPS Secret every 20 objects in both.

@@ -20,27 +20,30 @@ import (
 	"github.com/bucketops/bucketops/ui"
 )
 
-// memory is an app's history held in memory, through the interface the
+// inMemory is an app's history held in memory, through the interface the
 // pages read: publishing 10,000 releases through the emulator takes
 // minutes. Heads and reads still cost what the cache can't save.
-type memory struct {
+type inMemory struct {
 	app  string
 	rels []store.Release // newest first
 }
 
-func (m *memory) Head(context.Context, string) (store.Release, error) { return m.rels[0], nil }
-func (m *memory) History(context.Context, string, store.HistoryOptions) ([]store.Release, error) {
+func (m *inMemory) Head(context.Context, string) (store.Release, error) { return m.rels[0], nil }
+func (m *inMemory) History(context.Context, string, store.HistoryOptions) ([]store.Release, error) {
 	return append([]store.Release(nil), m.rels...), nil
 }
-func (m *memory) List(context.Context, string) ([]store.Release, error) { return m.rels[:1], nil }
-func (m *memory) ListPage(context.Context, string, store.ListOptions) ([]store.Release, string, error) {
+func (m *inMemory) List(context.Context, string) ([]store.Release, error) { return m.rels[:1], nil }
+func (m *inMemory) ListPage(context.Context, string, store.ListOptions) ([]store.Release, string, error) {
 	return m.rels[:1], "", nil
 }
-func (m *memory) Histories(_ context.Context, _ string, _ store.HistoriesOptions, fn func(string, []store.Release) bool) error {
+func (m *inMemory) Histories(_ context.Context, _ string, _ store.HistoriesOptions, fn func(string, []store.Release) bool) error {
 	fn(m.app, append([]store.Release(nil), m.rels...))
 	return nil
 }
-func (m *memory) Read(context.Context, store.Ref) (store.Release, []byte, error) {
+func (m *inMemory) Stat(context.Context, store.Ref) (store.Release, error) {
+	return store.Release{}, store.ErrNotFound
+}
+func (m *inMemory) Read(context.Context, store.Ref) (store.Release, []byte, error) {
 	return store.Release{}, nil, store.ErrNotFound
 }
 
@@ -69,7 +72,7 @@ func serveWith(b *testing.B, src ui.Releases, historyBytes int64) (*http.Client,
 // releases, warm: the listing is cached by the head's generation, so a page
 // costs the head's attributes (nothing here) and rendering 50 rows.
 func BenchmarkTimeline(b *testing.B) {
-	m := &memory{app: "prod/big"}
+	m := &inMemory{app: "prod/big"}
 	for i := 10_000; i >= 1; i-- {
 		m.rels = append(m.rels, store.Release{App: "prod/big", Generation: int64(1764800000000000 + i), Time: time.Unix(1764800000+int64(i), 0),
 			Sequence: uint64(i), Kind: "release", Author: "ci-bot", Message: fmt.Sprintf("build %d", i), Digest: "sha256:00", Current: i == 10_000})

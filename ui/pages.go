@@ -277,8 +277,31 @@ type shownObject struct {
 	Text string
 }
 
+// admit waits for the render memory a page over releases of these sizes
+// needs; false when it answered 503 instead.
+func (u *UI) admit(w http.ResponseWriter, r *http.Request, sizes ...int64) (func(), bool) {
+	done, err := u.cfg.Memory.Acquire(r.Context(), u.cfg.MemoryWait, sizes...)
+	if err != nil {
+		w.Header().Set("Retry-After", strconv.Itoa(int(max(u.cfg.MemoryWait/time.Second, 1))))
+		u.fail(w, r, http.StatusServiceUnavailable, "The bridge is busy",
+			"Other requests hold the memory this page needs ("+err.Error()+"). Try again in a moment.")
+		return nil, false
+	}
+	return done, true
+}
+
 func (u *UI) release(w http.ResponseWriter, r *http.Request, app string, gen int64) {
 	ref := store.Ref{App: app, Generation: gen}
+	attrs, err := u.cfg.Releases.Stat(r.Context(), ref)
+	if err != nil {
+		u.storeFail(w, r, ref.String(), err)
+		return
+	}
+	done, ok := u.admit(w, r, attrs.Size)
+	if !ok {
+		return
+	}
+	defer done()
 	rel, data, err := u.cfg.Releases.Read(r.Context(), ref)
 	if err != nil {
 		u.storeFail(w, r, ref.String(), err)
@@ -321,6 +344,27 @@ func (u *UI) diff(w http.ResponseWriter, r *http.Request, app string) {
 		}
 		refs[i] = store.Ref{App: app, Generation: g}
 	}
+	cli := fmt.Sprintf("bucketops diff %s %s", refs[0], refs[1])
+	var sizes [2]int64
+	for i, ref := range refs {
+		attrs, err := u.cfg.Releases.Stat(r.Context(), ref)
+		if err != nil {
+			u.storeFail(w, r, ref.String(), err)
+			return
+		}
+		if attrs.Size > MaxDiffBytes {
+			u.renderPage(w, r, http.StatusRequestEntityTooLarge, "error", page{Title: "Release too large to diff here", Who: who(r), CLI: cli,
+				Data: map[string]any{"Status": http.StatusRequestEntityTooLarge, "Title": "Release too large to diff here",
+					"Message": fmt.Sprintf("%s is %.1f MiB; these pages diff releases of up to %d MiB. Run %s instead: it compares them object by object on your machine.", ref, float64(attrs.Size)/(1<<20), MaxDiffBytes>>20, cli)}})
+			return
+		}
+		sizes[i] = attrs.Size
+	}
+	done, ok := u.admit(w, r, sizes[:]...)
+	if !ok {
+		return
+	}
+	defer done()
 	var objs [2][]render.Object
 	var rels [2]store.Release
 	for i, ref := range refs {
@@ -346,7 +390,7 @@ func (u *UI) diff(w http.ResponseWriter, r *http.Request, app string) {
 		count[c.Change]++
 	}
 	u.renderPage(w, r, http.StatusOK, "diff", page{Title: "Diff of " + app, Who: who(r), Permalink: r.URL.RequestURI(),
-		CLI: fmt.Sprintf("bucketops diff %s %s", refs[0], refs[1]),
+		CLI: cli,
 		Data: map[string]any{"App": app, "From": rels[0], "To": rels[1], "Changes": changes, "Unchanged": unchanged,
 			"Added": count[render.Added], "Removed": count[render.Removed], "Changed": count[render.Changed]}})
 }

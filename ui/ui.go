@@ -29,6 +29,7 @@ import (
 	"github.com/gorilla/securecookie"
 
 	"github.com/bucketops/bucketops/deploy"
+	"github.com/bucketops/bucketops/memory"
 	"github.com/bucketops/bucketops/store"
 )
 
@@ -42,6 +43,7 @@ type Releases interface {
 	List(ctx context.Context, prefix string) ([]store.Release, error)
 	ListPage(ctx context.Context, prefix string, opts store.ListOptions) ([]store.Release, string, error)
 	Histories(ctx context.Context, prefix string, opts store.HistoriesOptions, fn func(app string, newestFirst []store.Release) bool) error
+	Stat(ctx context.Context, ref store.Ref) (store.Release, error)
 	Read(ctx context.Context, ref store.Ref) (store.Release, []byte, error)
 }
 
@@ -73,7 +75,23 @@ type Config struct {
 	// least recently used evicted first (about 0.5 KiB per release);
 	// 0 means DefaultHistoryBytes, a negative number keeps none.
 	HistoryBytes int64
+	// Memory is the bridge's render memory, shared with the renders for
+	// Argo CD: a release page waits for its release's memory.Cost, a diff
+	// for both releases'; nil means no bound.
+	Memory *memory.Budget
+	// MemoryWait is how long a page waits for Memory before it answers
+	// 503 (default DefaultMemoryWait).
+	MemoryWait time.Duration
 }
+
+// DefaultMemoryWait is how long a page waits for render memory by default.
+const DefaultMemoryWait = 10 * time.Second
+
+// MaxDiffBytes is the largest release a diff page compares: a diff holds
+// both releases, their objects and the diff's text, and a page of more
+// than a few MiB of diff is read by no one. Larger ones are compared with
+// bucketops diff, which the refusal names.
+const MaxDiffBytes = 4 << 20
 
 // DefaultHistoryBytes is the memory the pages keep histories in by default.
 const DefaultHistoryBytes = 64 << 20
@@ -117,6 +135,9 @@ func New(cfg Config) (*UI, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.MemoryWait == 0 {
+		cfg.MemoryWait = DefaultMemoryWait
 	}
 	if cfg.HistoryBytes == 0 {
 		cfg.HistoryBytes = DefaultHistoryBytes

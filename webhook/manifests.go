@@ -31,17 +31,6 @@ const (
 	HeaderProject = "X-Bucketops-Project"
 )
 
-// RenderCost is the memory a render of a release of size bytes is counted
-// for when cold renders are admitted. The live heap of a render peaks at 6
-// to 10 times the release's size (render's BenchmarkRenderMemory, in
-// docs/benchmarks.md), the process holds up to twice its live heap between
-// collections (GOGC=100), and the review that asked for this bound
-// measured 34 times in all: 40 leaves a margin. Even a small release costs
-// its buffers.
-func RenderCost(size int64) int64 {
-	return max(size*40, 1<<20)
-}
-
 // rendered is one release as Argo CD gets it.
 type rendered struct {
 	release store.Release
@@ -137,7 +126,7 @@ func (s *Server) manifests(w http.ResponseWriter, r *http.Request, app string) {
 // render reads and renders one release, admitted by its size (size < 0:
 // not known yet, read from its attributes first).
 func (s *Server) render(ctx context.Context, ref store.Ref, size int64, check admission) (rendered, error) {
-	if s.renderMemory != nil {
+	if s.memory != nil {
 		if size < 0 {
 			attrs, err := s.releases.Stat(ctx, ref)
 			if err != nil {
@@ -145,11 +134,11 @@ func (s *Server) render(ctx context.Context, ref store.Ref, size int64, check ad
 			}
 			size = attrs.Size
 		}
-		weight := min(RenderCost(size), s.renderBudget)
-		if err := s.renderMemory.Acquire(ctx, weight); err != nil {
-			return rendered{}, fmt.Errorf("%w: %s waited %s for memory to render %d bytes, other renders holding the bridge's --render-memory", errBusy, ref, s.timeout, size)
+		done, err := s.memory.Acquire(ctx, s.timeout, size)
+		if err != nil {
+			return rendered{}, fmt.Errorf("%w: render %s (%d bytes): %w", errBusy, ref, size, err)
 		}
-		defer s.renderMemory.Release(weight)
+		defer done()
 	}
 	rel, data, err := s.releases.Read(ctx, ref)
 	if err != nil {

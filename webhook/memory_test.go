@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bucketops/bucketops/memory"
 	"github.com/bucketops/bucketops/secrets"
 	"github.com/bucketops/bucketops/store/storetest"
 	"github.com/bucketops/bucketops/webhook"
@@ -43,7 +44,7 @@ func TestColdRendersAreAdmittedByMemory(t *testing.T) {
 		c.Renderer = g
 		c.CacheBytes = 0
 		// Room for two releases of a little more than size, not three.
-		c.RenderMemory = 2*webhook.RenderCost(size) + webhook.RenderCost(size)/2
+		c.Memory = memory.NewBudget(2*memory.Cost(size) + memory.Cost(size)/2)
 	})
 	const apps = 8
 	for i := range apps {
@@ -65,7 +66,7 @@ func TestColdRendersAreAdmittedByMemory(t *testing.T) {
 	// Larger than the whole budget: it waits for the others, then runs.
 	huge := serveBridgeConfig(t, b.bucket, nil, func(c *webhook.Config) {
 		c.CacheBytes = 0
-		c.RenderMemory = webhook.RenderCost(size) / 2
+		c.Memory = memory.NewBudget(memory.Cost(size) / 2)
 	})
 	if r := huge.get(t, "/v1/apps/prod/app0/-/manifests", pluginToken); r.status != 200 {
 		t.Errorf("a release larger than the render budget: %d %s", r.status, r.body)
@@ -84,7 +85,7 @@ func TestRenderWaitingForMemoryGivesUp(t *testing.T) {
 	b := serveBridgeConfig(t, storetest.New(t, true), nil, func(c *webhook.Config) {
 		c.Renderer = slow
 		c.CacheBytes = 0
-		c.RenderMemory = webhook.RenderCost(1)
+		c.Memory = memory.NewBudget(memory.Cost(1))
 		c.RequestTimeout = 300 * time.Millisecond
 	})
 	b.publish(t, "prod/a", configMap("a", "1"))

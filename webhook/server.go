@@ -24,11 +24,11 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/sync/semaphore"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/bucketops/bucketops/deploy"
 	"github.com/bucketops/bucketops/floor"
+	"github.com/bucketops/bucketops/memory"
 	"github.com/bucketops/bucketops/policy"
 	"github.com/bucketops/bucketops/provenance"
 	"github.com/bucketops/bucketops/secrets"
@@ -82,9 +82,10 @@ type Config struct {
 	Registry *prometheus.Registry
 	// CacheBytes bounds the memory held by cached renders; 0 disables the cache.
 	CacheBytes int64
-	// RenderMemory bounds the memory cold renders may use at once, each
-	// weighed by its release's size (RenderCost); 0 means no bound.
-	RenderMemory int64
+	// Memory is the bridge's render memory, shared with the auditors'
+	// pages: a cold render waits for its release's memory.Cost; nil means
+	// no bound.
+	Memory *memory.Budget
 	// Policy, when not nil, is the tenancy policy every render is checked
 	// against; Callers then resolves the Application asking.
 	Policy  Policies
@@ -147,9 +148,6 @@ func (c Config) Validate() error {
 	if c.CacheBytes < 0 {
 		errs = append(errs, errors.New("negative cache size"))
 	}
-	if c.RenderMemory < 0 {
-		errs = append(errs, errors.New("negative render memory"))
-	}
 	if c.Push != nil {
 		if c.Deploys == nil {
 			errs = append(errs, errors.New("pubsub push needs a deployer"))
@@ -171,21 +169,20 @@ type Server struct {
 	metrics  *metrics
 	cache    *renderCache
 	inflight singleflight.Group
-	// renderMemory admits cold renders by weight; nil when unbounded.
-	renderMemory *semaphore.Weighted
-	renderBudget int64
-	policy       Policies
-	callers      Callers
-	trust        Trusts
-	floors       Floors
-	git          http.Handler
-	ui           http.Handler
-	generator    http.Handler
-	ready        readiness
-	timeout      time.Duration
-	deploys      *deploy.Deployer
-	location     store.Location
-	push         *PushAuth
+	// memory admits cold renders by weight; nil when unbounded.
+	memory    *memory.Budget
+	policy    Policies
+	callers   Callers
+	trust     Trusts
+	floors    Floors
+	git       http.Handler
+	ui        http.Handler
+	generator http.Handler
+	ready     readiness
+	timeout   time.Duration
+	deploys   *deploy.Deployer
+	location  store.Location
+	push      *PushAuth
 }
 
 // New returns a Server for cfg.
@@ -219,10 +216,7 @@ func New(cfg Config) (*Server, error) {
 		ui:        cfg.UI,
 		generator: cfg.Generator,
 		ready:     readiness{interval: cfg.ReadyInterval},
-	}
-	if cfg.RenderMemory > 0 {
-		srv.renderMemory = semaphore.NewWeighted(cfg.RenderMemory)
-		srv.renderBudget = cfg.RenderMemory
+		memory:    cfg.Memory,
 	}
 	return srv, nil
 }

@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/bucketops/bucketops/memory"
+	"github.com/bucketops/bucketops/store"
 )
 
 // policyInterval is how often the policy file is checked for a change: a
@@ -46,6 +49,9 @@ func memoryBudgets(cacheBytes, renderMemory, historyBytes int64, log *slog.Logge
 		if limit > 0 && limit != math.MaxInt64 {
 			historyBytes = max(limit/8, minHistoryBytes)
 		}
+	}
+	if need := memory.Cost(store.MaxReleaseBytes); renderMemory > 0 && renderMemory < need {
+		log.Warn("--render-memory is less than a release of the largest size is counted for: such a release renders alone, over the budget", "render_memory", renderMemory, "largest_release_cost", need)
 	}
 	if limit > 0 && limit != math.MaxInt64 {
 		log.Info("memory budgets from "+source, "limit", limit, "cache_bytes", cacheBytes, "render_memory", renderMemory, "history_cache_bytes", historyBytes)

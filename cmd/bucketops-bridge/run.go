@@ -29,6 +29,7 @@ import (
 	"github.com/bucketops/bucketops/emulator"
 	"github.com/bucketops/bucketops/floor"
 	"github.com/bucketops/bucketops/gitview"
+	"github.com/bucketops/bucketops/memory"
 	"github.com/bucketops/bucketops/policy"
 	"github.com/bucketops/bucketops/policy/watch"
 	"github.com/bucketops/bucketops/provenance"
@@ -49,7 +50,8 @@ type config struct {
 	tokenFiles []tokenFile
 	ageKeyFile string
 	cacheBytes int64
-	// renderMemory bounds what cold renders hold at once.
+	// renderMemory bounds what the requests that hold a whole release
+	// (renders, release pages, diffs) hold at once.
 	renderMemory int64
 	// historyBytes bounds the app histories kept for the git view and the
 	// auditors' pages.
@@ -171,7 +173,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	})
 	fs.StringVar(&c.ageKeyFile, "age-key-file", os.Getenv("SOPS_AGE_KEY_FILE"), "age identities for SOPS documents, loaded once at start (default $SOPS_AGE_KEY_FILE)")
 	fs.Int64Var(&c.cacheBytes, "cache-bytes", -1, "memory bound of the render cache; default a quarter of the memory limit (GOMEMLIMIT or the container's), else 256 MiB; 0 turns the cache off")
-	fs.Int64Var(&c.renderMemory, "render-memory", -1, "memory cold renders may hold at once, each counted as 40x its release's size; default half the memory limit, else 1 GiB; 0: no bound")
+	fs.Int64Var(&c.renderMemory, "render-memory", -1, fmt.Sprintf("memory the requests that hold whole releases may use at once: manifest renders for Argo CD (cold ones; cached renders cost nothing), the UI's release and diff pages; each counted as %dx its release's size (a diff: both releases); default half the memory limit, else 1 GiB; 0: no bound (below %d MiB a release of the largest size renders alone, over the bound)", memory.PerByte, memory.Cost(store.MaxReleaseBytes)>>20))
 	fs.Int64Var(&c.historyBytes, "history-cache-bytes", -1, "memory bound of the app histories kept in memory, three quarters for the git view's commits and a quarter for the auditors' pages, least recently used evicted first; default an eighth of the memory limit, else 128 MiB; at least 1 MiB")
 	fs.BoolVar(&c.uiOff, "no-ui", false, "don't serve the auditors' pages at /ui/")
 	fs.StringVar(&c.iapAudience, "ui-iap-audience", "", "trust Google Cloud IAP's signed header for /ui/ with this audience (/projects/NUMBER/global/backendServices/ID)")
@@ -360,6 +362,8 @@ func (b *bridge) localToken() (string, func(), error) {
 func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscriber, exports func(w io.Writer, url string)) error {
 	reg := newRegistry()
 	viewBytes, uiBytes := historySplit(b.cfg.historyBytes)
+	// One budget for everything that holds a whole release in memory.
+	renderMemory := memory.NewBudget(b.cfg.renderMemory)
 	view, err := gitview.New(gitview.Config{Source: st, Location: st.Location(), Logger: b.log.With("component", "gitview"), CacheBytes: viewBytes})
 	if err != nil {
 		return err
@@ -415,6 +419,7 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 			Authenticate:  func(token string) bool { return webhook.HasRole(b.tokens, token, webhook.RoleReader) },
 			SessionSecret: webhook.DeriveKey(b.tokens, webhook.RoleReader, "ui sessions"),
 			HistoryBytes:  uiBytes,
+			Memory:        renderMemory,
 		}
 		if deployer.Enabled() {
 			ucfg.Statuses = deployer
@@ -436,22 +441,22 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 		}
 	}
 	wcfg := webhook.Config{
-		Releases:     st,
-		Renderer:     b.decrypter,
-		Tokens:       b.tokens,
-		Logger:       b.log,
-		Registry:     reg,
-		CacheBytes:   b.cfg.cacheBytes,
-		RenderMemory: b.cfg.renderMemory,
-		Policy:       pol,
-		Callers:      callers,
-		Deploys:      deployer,
-		Trust:        trusts(trust),
-		Floors:       floors(trust, st),
-		Location:     st.Location(),
-		Push:         push,
-		Git:          view.Handler(),
-		UI:           pages,
+		Releases:   st,
+		Renderer:   b.decrypter,
+		Tokens:     b.tokens,
+		Logger:     b.log,
+		Registry:   reg,
+		CacheBytes: b.cfg.cacheBytes,
+		Memory:     renderMemory,
+		Policy:     pol,
+		Callers:    callers,
+		Deploys:    deployer,
+		Trust:      trusts(trust),
+		Floors:     floors(trust, st),
+		Location:   st.Location(),
+		Push:       push,
+		Git:        view.Handler(),
+		UI:         pages,
 	}
 	if generator != nil {
 		wcfg.Generator = generator
