@@ -10,9 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"cloud.google.com/go/storage"
-	"google.golang.org/api/option"
-
 	"github.com/bucketops/bucketops/store"
 )
 
@@ -101,16 +98,7 @@ rules:
 // the first back as the head.
 func rollBackBehindCLI(t *testing.T, app string) {
 	t.Helper()
-	client, err := storage.NewClient(t.Context(), option.WithEndpoint("http://"+st.env("STORAGE_EMULATOR_HOST")+"/storage/v1/"),
-		option.WithoutAuthentication(), storage.WithJSONReads())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	loc, err := store.ParseLocation(st.env("BUCKETOPS_BUCKET"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, loc := bucketBehindCLI(t)
 	hist, err := store.New(client, loc, slog.New(slog.DiscardHandler)).History(t.Context(), app, store.HistoryOptions{})
 	if err != nil || len(hist) < 2 {
 		t.Fatalf("history of %s: %d releases, %v", app, len(hist), err)

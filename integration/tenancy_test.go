@@ -184,20 +184,28 @@ items:
 // CLI's checks runs.
 func publishBehindCLI(t *testing.T, app, stream string) {
 	t.Helper()
+	client, loc := bucketBehindCLI(t)
+	if _, err := store.New(client, loc, slog.New(slog.DiscardHandler)).Publish(t.Context(), app,
+		store.Publication{Data: []byte(stream), Resources: 1, Author: "behind-the-cli"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bucketBehindCLI is a GCS client of the stack's bucket, as anyone with
+// rights on it has, closed when the test ends, and where releases live.
+func bucketBehindCLI(t *testing.T) (*storage.Client, store.Location) {
+	t.Helper()
 	client, err := storage.NewClient(t.Context(), option.WithEndpoint("http://"+st.env("STORAGE_EMULATOR_HOST")+"/storage/v1/"),
 		option.WithoutAuthentication(), storage.WithJSONReads())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
+	t.Cleanup(func() { client.Close() })
 	loc, err := store.ParseLocation(st.env("BUCKETOPS_BUCKET"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.New(client, loc, slog.New(slog.DiscardHandler)).Publish(t.Context(), app,
-		store.Publication{Data: []byte(stream), Resources: 1, Author: "behind-the-cli"}); err != nil {
-		t.Fatal(err)
-	}
+	return client, loc
 }
 
 // createApplicationIn makes an Application of project for app in
