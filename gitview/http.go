@@ -216,13 +216,15 @@ func (v *View) uploadPack(w http.ResponseWriter, r *http.Request, app string) {
 			return
 		}
 		defer gz.Close()
-		body = &capped{r: gz, left: maxRequestBytes}
+		// Capped again once inflated: a small gzip body of millions of
+		// lines is refused, not parsed.
+		body = http.MaxBytesReader(w, gz, maxRequestBytes)
 	}
 	req, err := parseRequest(bufio.NewReader(body))
 	var maxBytes *http.MaxBytesError
 	switch {
 	case errors.As(err, &maxBytes):
-		http.Error(w, fmt.Sprintf("upload-pack request refused: the body is over %d bytes", maxRequestBytes), http.StatusBadRequest)
+		http.Error(w, fmt.Sprintf("upload-pack request refused: the body is over %d bytes, as sent or decompressed", maxRequestBytes), http.StatusBadRequest)
 		return
 	case errors.Is(err, errTooLarge):
 		http.Error(w, "upload-pack request refused: "+err.Error(), http.StatusBadRequest)
@@ -257,33 +259,6 @@ func (v *View) uploadPack(w http.ResponseWriter, r *http.Request, app string) {
 	if err := v.negotiate(r.Context(), w, out, s, req); err != nil {
 		v.log.Warn("git view: upload-pack failed", "app", app, "error", err)
 	}
-}
-
-// capped reads at most left bytes of r, then fails with errTooLarge: a
-// gzip body inflating past the cap is refused, not parsed.
-type capped struct {
-	r    io.Reader
-	left int64
-}
-
-func (c *capped) Read(p []byte) (int, error) {
-	if c.left <= 0 {
-		// One byte more tells a stream that ends at the cap from one
-		// that goes on.
-		var b [1]byte
-		n, err := io.ReadFull(c.r, b[:])
-		if n > 0 {
-			return 0, fmt.Errorf("%w: the body is over %d bytes decompressed", errTooLarge, maxRequestBytes)
-		}
-		if err == io.ErrUnexpectedEOF {
-			err = io.EOF
-		}
-		return 0, err
-	}
-	p = p[:min(int64(len(p)), c.left)]
-	n, err := c.r.Read(p)
-	c.left -= int64(n)
-	return n, err
 }
 
 func (s *snapshot) hasAll(hs []plumbing.Hash) bool {
