@@ -32,7 +32,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/storage"
-	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
 
 	"github.com/bucketops/bucketops/store"
@@ -204,7 +203,7 @@ func (f *Floors) Raise(ctx context.Context, m Mark) (Mark, error) {
 			return Mark{}, f.fail("raise the floor of "+m.App, err)
 		}
 		if err := w.Close(); err != nil {
-			if status(err) == http.StatusPreconditionFailed {
+			if store.HTTPStatus(err) == http.StatusPreconditionFailed {
 				if err := ctx.Err(); err != nil {
 					return Mark{}, f.fail("raise the floor of "+m.App, err)
 				}
@@ -280,12 +279,4 @@ func (e *RollbackError) Error() string {
 // fail wraps a failure to read or write a floor in ErrUnavailable.
 func (f *Floors) fail(what string, err error) error {
 	return fmt.Errorf("%w: %s in %s: %w; the bridge needs to read, create and delete objects under %s/ (docs/argocd.md)", ErrUnavailable, what, f.loc, err, Dir)
-}
-
-func status(err error) int {
-	var gerr *googleapi.Error
-	if errors.As(err, &gerr) {
-		return gerr.Code
-	}
-	return 0
 }

@@ -298,7 +298,7 @@ func (s *Store) publish(ctx context.Context, app string, p Publication, digest s
 			s.retries.Add(1)
 			uncertain = true
 			s.log.Debug("write failed, retrying", "app", app, "attempt", attempt, "error", err)
-		case p.Retention != nil && httpStatus(err) == http.StatusBadRequest:
+		case p.Retention != nil && HTTPStatus(err) == http.StatusBadRequest:
 			return Result{}, fmt.Errorf("publish %s: %w: GCS refused the release's Object Retention (%w); the bucket must have object retention enabled (gcloud storage buckets create --enable-per-object-retention, docs/signing.md), or publish without --retain-for/--retain-until", app, ErrInvalidRetention, err)
 		default:
 			return Result{}, fmt.Errorf("publish %s: %w", app, err)

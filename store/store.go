@@ -504,7 +504,7 @@ func (s *Store) CheckBucket(ctx context.Context) error {
 	switch {
 	case errors.Is(err, storage.ErrBucketNotExist):
 		return fmt.Errorf("%w: bucket %s does not exist; create it with: gcloud storage buckets create gs://%s --versioning", ErrBucket, s.loc.Bucket, s.loc.Bucket)
-	case httpStatus(err) == http.StatusForbidden || httpStatus(err) == http.StatusUnauthorized:
+	case HTTPStatus(err) == http.StatusForbidden || HTTPStatus(err) == http.StatusUnauthorized:
 		s.log.Debug("cannot read bucket settings, skipping the versioning check", "bucket", s.loc.Bucket, "error", err)
 		return nil
 	case err != nil:
@@ -564,11 +564,11 @@ func (s *Store) translate(ctx context.Context, err error) error {
 		return fmt.Errorf("%w in %s", ErrNotFound, s.loc)
 	case errors.Is(err, storage.ErrBucketNotExist):
 		return fmt.Errorf("%w: bucket %s does not exist", ErrBucket, s.loc.Bucket)
-	case httpStatus(err) == http.StatusPreconditionFailed:
+	case HTTPStatus(err) == http.StatusPreconditionFailed:
 		return fmt.Errorf("%w: the head changed: %w", ErrConflict, err)
-	case httpStatus(err) == http.StatusNotFound:
+	case HTTPStatus(err) == http.StatusNotFound:
 		return fmt.Errorf("%w in %s: %w", ErrNotFound, s.loc, err)
-	case httpStatus(err) == http.StatusForbidden || httpStatus(err) == http.StatusUnauthorized:
+	case HTTPStatus(err) == http.StatusForbidden || HTTPStatus(err) == http.StatusUnauthorized:
 		return fmt.Errorf("%w to %s; check the credentials (GOOGLE_APPLICATION_CREDENTIALS) and their roles on the bucket: %w", ErrAccess, s.loc, err)
 	case ctx.Err() != nil:
 		return fmt.Errorf("gave up: %w (last error: %w)", ctx.Err(), err)
@@ -576,7 +576,8 @@ func (s *Store) translate(ctx context.Context, err error) error {
 	return err
 }
 
-func httpStatus(err error) int {
+// HTTPStatus is the HTTP status of a GCS error, 0 for any other error.
+func HTTPStatus(err error) int {
 	var gerr *googleapi.Error
 	if errors.As(err, &gerr) {
 		return gerr.Code

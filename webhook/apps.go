@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/bucketops/bucketops/floor"
+	"github.com/bucketops/bucketops/memory"
 	"github.com/bucketops/bucketops/policy"
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/secrets"
@@ -106,7 +107,7 @@ func classify(ref store.Ref, err error) (int, string) {
 		return http.StatusForbidden, "rollback_refused"
 	case errors.Is(err, floor.ErrUnavailable):
 		return http.StatusServiceUnavailable, "floor_unavailable"
-	case errors.Is(err, errBusy):
+	case errors.Is(err, memory.ErrBusy):
 		return http.StatusServiceUnavailable, "render_busy"
 	case errors.Is(err, store.ErrInvalidApp):
 		return http.StatusBadRequest, "invalid_app"

@@ -136,7 +136,7 @@ func (s *Server) render(ctx context.Context, ref store.Ref, size int64, check ad
 		}
 		done, err := s.memory.Acquire(ctx, s.timeout, size)
 		if err != nil {
-			return rendered{}, fmt.Errorf("%w: render %s (%d bytes): %w", errBusy, ref, size, err)
+			return rendered{}, fmt.Errorf("render %s (%d bytes): %w", ref, size, err)
 		}
 		defer done()
 	}
@@ -167,9 +167,6 @@ func (s *Server) render(ctx context.Context, ref store.Ref, size int64, check ad
 	}
 	return rendered{release: rel, replaced: replaced, body: res.Body, objects: res.Objects}, nil
 }
-
-// errBusy: the bridge's render memory stayed taken for the whole request.
-var errBusy = errors.New("busy")
 
 // admission is what the tenancy policy lets one request have, and what
 // the trust policy requires of the release.
