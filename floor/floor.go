@@ -57,6 +57,12 @@ type Mark struct {
 	Accepted time.Time `json:"accepted"`
 }
 
+// String names the floor's release for messages: app@generation (digest,
+// accepted time).
+func (m Mark) String() string {
+	return fmt.Sprintf("%s@%d (%s, accepted %s)", m.App, m.Generation, m.Digest, m.Accepted.Format(time.RFC3339))
+}
+
 // Claim is what a verified signed release says about its place in the
 // chain.
 type Claim struct {
@@ -270,10 +276,10 @@ func (e *RollbackError) Error() string {
 	case e.Head.Generation < e.Floor.Generation:
 		why = fmt.Sprintf("its head %s@%d is older than the floor: newer generations were deleted", app, e.Head.Generation)
 	}
-	return fmt.Sprintf("rollback: %s@%d is older than the rollback floor %s@%d (%s, accepted %s), and %s; "+
+	return fmt.Sprintf("rollback: %s@%d is older than the rollback floor %s, and %s; "+
 		"deleting the newest generations or copying an older release back is a rollback no signature allows, and Argo CD keeps what it last deployed. "+
 		"To go back deliberately, publish a signed rollback (bucketops rollback %s --to GEN --sign-key KEY), or see docs/signing.md to lower the floor",
-		app, e.Served.Generation, app, e.Floor.Generation, e.Floor.Digest, e.Floor.Accepted.Format(time.RFC3339), why, app)
+		app, e.Served.Generation, e.Floor, why, app)
 }
 
 // fail wraps a failure to read or write a floor in ErrUnavailable.

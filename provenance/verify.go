@@ -12,7 +12,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 	"golang.org/x/sync/errgroup"
@@ -371,27 +370,26 @@ func checkFloor(app string, hist []store.Release, findings []Finding, m floor.Ma
 		return nil
 	}
 	var extra []Finding
-	at := fmt.Sprintf("%s@%d (%s, accepted %s)", app, m.Generation, m.Digest, m.Accepted.Format(time.RFC3339))
 	if !slices.ContainsFunc(hist, func(r store.Release) bool { return r.Generation == m.Generation }) {
 		extra = append(extra, Finding{App: app, Generation: m.Generation, Problem: Truncated,
-			Detail: "the rollback floor " + at + ", the newest release the bridge accepted, is gone from the history: it was deleted (or expired by a lifecycle rule)"})
+			Detail: "the rollback floor " + m.String() + ", the newest release the bridge accepted, is gone from the history: it was deleted (or expired by a lifecycle rule)"})
 	}
-	findings[len(findings)-1].CheckHead(hist[len(hist)-1], m)
+	findings[len(findings)-1].CheckHead(m)
 	return extra
 }
 
-// CheckHead judges f, the verified finding of head, the app's head,
-// against the app's rollback floor m: a head that doesn't descend from it
-// becomes a Rollback. A finding that already failed is left alone.
-func (f *Finding) CheckHead(head store.Release, m floor.Mark) {
-	if !f.OK() || m.Admits(floor.Claim{Generation: head.Generation, Digest: head.Digest, Replaced: f.Replaced}) {
+// CheckHead judges f, the verified finding of the app's head, against the
+// app's rollback floor m, by what f's signed statement says: a head that
+// doesn't descend from the floor becomes a Rollback. A finding that
+// already failed is left alone.
+func (f *Finding) CheckHead(m floor.Mark) {
+	if !f.OK() || m.Admits(floor.Claim{Generation: f.Generation, Digest: f.claim.Digest, Replaced: f.Replaced}) {
 		return
 	}
-	at := fmt.Sprintf("%s@%d (%s, accepted %s)", m.App, m.Generation, m.Digest, m.Accepted.Format(time.RFC3339))
-	if head.Generation < m.Generation {
-		f.fail(Rollback, "the head is older than the rollback floor %s: the generations after it were deleted; the bridge refuses it under require: signed", at)
+	if f.Generation < m.Generation {
+		f.fail(Rollback, "the head is older than the rollback floor %s: the generations after it were deleted; the bridge refuses it under require: signed", m)
 	} else {
-		f.fail(Rollback, "the head replaced %s@%d, older than the rollback floor %s: an older signed release was copied back as the head; the bridge refuses it under require: signed", m.App, f.Replaced, at)
+		f.fail(Rollback, "the head replaced %s@%d, older than the rollback floor %s: an older signed release was copied back as the head; the bridge refuses it under require: signed", m.App, f.Replaced, m)
 	}
 }
 

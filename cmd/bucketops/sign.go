@@ -318,13 +318,9 @@ func checkHeadFloor(ctx context.Context, s *store.Store, f *provenance.Finding) 
 		return nil
 	}
 	m, err := floor.New(s.Client(), s.Location()).Get(ctx, f.App)
-	if err != nil || m.Generation == 0 {
-		return err
-	}
-	head, err := s.Stat(ctx, store.Ref{App: f.App, Generation: f.Generation})
 	if err != nil {
 		return err
 	}
-	f.CheckHead(head, m)
+	f.CheckHead(m)
 	return nil
 }
