@@ -11,6 +11,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -21,6 +22,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/bucketops/bucketops/gitview"
 	"github.com/bucketops/bucketops/memory"
@@ -33,9 +37,26 @@ import (
 	"github.com/bucketops/bucketops/webhook"
 )
 
-// deploymentLimit is the bridge Deployment's resources.limits.memory
-// (deploy/kubernetes/base/deployment.yaml).
-const deploymentLimit = 512 << 20
+// deploymentLimit reads the bridge container's resources.limits.memory
+// from the base install (deploy/kubernetes/base/deployment.yaml): the
+// limit the benchmark runs under is the one users deploy.
+func deploymentLimit(b *testing.B) int64 {
+	data, err := os.ReadFile("../deploy/kubernetes/base/deployment.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var d appsv1.Deployment
+	if err := sigsyaml.Unmarshal(data, &d); err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && c.Name == "bridge" {
+			return q.Value()
+		}
+	}
+	b.Fatal("deployment.yaml: no memory limit on the bridge container")
+	return 0
+}
 
 const (
 	pluginToken = "plugin-token-0123456789abcdef"
@@ -93,9 +114,8 @@ var encrypted map[int][]byte
 // view and the pages behind the API's authentication. Pages wait longer
 // for render memory than the bridge's 10 s, so that all 10 are measured.
 type bridge struct {
-	url    string
-	pages  *http.Client // logged in to the pages
-	budget *memory.Budget
+	url   string
+	pages *http.Client // logged in to the pages
 }
 
 func newBridge(b *testing.B, st *store.Store, keys []byte, budget *memory.Budget) *bridge {
@@ -133,7 +153,7 @@ func newBridge(b *testing.B, st *store.Store, keys []byte, budget *memory.Budget
 		b.Fatal(err)
 	}
 	resp.Body.Close()
-	return &bridge{url: srv.URL, pages: c, budget: budget}
+	return &bridge{url: srv.URL, pages: c}
 }
 
 // do sends one request and reads the whole answer, which must be a 200.
@@ -206,10 +226,12 @@ func peakDuring(fn func()) (objects, mapped int64) {
 // size of the releases it holds (x-release): what memory.PerByte must
 // cover. See docs/benchmarks.md.
 func BenchmarkPeakHeap(b *testing.B) {
-	// What the bridge does in a pod: the Go runtime's soft limit at 90%
-	// of the container's, the render memory as memoryBudgets picks it.
-	defer debug.SetMemoryLimit(debug.SetMemoryLimit(deploymentLimit / 10 * 9))
-	budget := memory.NewBudget(deploymentLimit / 2)
+	// What the bridge does in the base install's pod: GOMEMLIMIT is the
+	// container's limit (resourceFieldRef limits.memory), and the render
+	// memory half of it, as memoryBudgets picks it.
+	limit := deploymentLimit(b)
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
+	budget := memory.NewBudget(limit / 2)
 
 	ctx := context.Background()
 	keys := sopstest.NewAgeKeys(b, 1)
@@ -227,8 +249,9 @@ func BenchmarkPeakHeap(b *testing.B) {
 	// release pages; the largest a diff page compares, twice per app.
 	large := worstRelease(b, store.MaxReleaseBytes, recipient, "")
 	var diffs [n][2]store.Result
+	var largeGens [n]int64 // a release page is addressed by generation
 	for i := range n {
-		publish(fmt.Sprintf("bench/large%d", i), large)
+		largeGens[i] = publish(fmt.Sprintf("bench/large%d", i), large).Generation
 		for j := range 2 {
 			diffs[i][j] = publish(fmt.Sprintf("bench/diff%d", i), worstRelease(b, ui.MaxDiffBytes, recipient, fmt.Sprint(j)))
 		}
@@ -280,7 +303,7 @@ func BenchmarkPeakHeap(b *testing.B) {
 			return api, r
 		}},
 		{"ui-release", int64(len(large)), func(i int) (*http.Client, *http.Request) {
-			r, _ := http.NewRequest("GET", fmt.Sprintf("%s/ui/apps/bench/large%d/-/releases/0", br.url, i), nil)
+			r, _ := http.NewRequest("GET", fmt.Sprintf("%s/ui/apps/bench/large%d/-/releases/%d", br.url, i, largeGens[i]), nil)
 			return br.pages, r
 		}},
 		{"ui-diff", diffSize, func(i int) (*http.Client, *http.Request) {
@@ -294,21 +317,6 @@ func BenchmarkPeakHeap(b *testing.B) {
 			r.Header.Set("Content-Encoding", "gzip")
 			return api, r
 		}},
-	}
-	// A release page is addressed by generation.
-	gens := map[string]int64{}
-	for i := range n {
-		app := fmt.Sprintf("bench/large%d", i)
-		h, err := st.Head(ctx, app)
-		if err != nil {
-			b.Fatal(err)
-		}
-		gens[app] = h.Generation
-	}
-	paths[1].req = func(i int) (*http.Client, *http.Request) {
-		app := fmt.Sprintf("bench/large%d", i)
-		r, _ := http.NewRequest("GET", fmt.Sprintf("%s/ui/apps/%s/-/releases/%d", br.url, app, gens[app]), nil)
-		return br.pages, r
 	}
 
 	for _, p := range paths {
