@@ -122,6 +122,11 @@ func TestPagesWaitForRenderMemory(t *testing.T) {
 		got <- resp.StatusCode
 	}()
 	time.Sleep(50 * time.Millisecond)
+	select {
+	case status := <-got:
+		t.Fatalf("%s answered %d while the memory was still taken, before its wait ran out", pages[0], status)
+	default:
+	}
 	held()
 	if status := <-got; status != http.StatusOK {
 		t.Errorf("%s once the memory is free: %d", pages[0], status)
