@@ -113,3 +113,62 @@ func (s *Server) deployStatus(w http.ResponseWriter, r *http.Request, app string
 		writeJSON(w, http.StatusOK, st)
 	}
 }
+
+// deploysResponse is GET /v1/apps/{app}/-/deploys's answer: Argo CD's
+// record of the app, and a page of its releases judged by it.
+type deploysResponse struct {
+	deploy.Deploys
+	Releases []deploy.ReleaseDeploys `json:"releases"`
+	// NextBefore is the before= of the next page, 0 on the last page.
+	NextBefore int64 `json:"next_before"`
+}
+
+// deploysOf answers GET /v1/apps/{app}/-/deploys[?limit=N&before=G]: per
+// Application, the releases Argo CD ran and when, and for a page of the
+// releases, newest first, where and when each was live, refused, never
+// deployed or older than what Argo CD keeps. It reads the index and the
+// bucket's history; it asks Argo CD nothing.
+func (s *Server) deploysOf(w http.ResponseWriter, r *http.Request, app string) {
+	if s.deploys == nil {
+		s.fail(w, r, http.StatusNotImplemented, "no_argocd", deploy.ErrNoArgoCD)
+		return
+	}
+	q := r.URL.Query()
+	limit, err := intParam(q.Get("limit"), defaultPageSize)
+	if err != nil || limit < 1 || limit > maxPageSize {
+		s.fail(w, r, http.StatusBadRequest, "invalid_parameter", fmt.Errorf("limit %q: want 1 to %d", q.Get("limit"), maxPageSize))
+		return
+	}
+	before, err := intParam(q.Get("before"), 0)
+	if err != nil || before < 0 {
+		s.fail(w, r, http.StatusBadRequest, "invalid_parameter", fmt.Errorf("before %q: want a generation", q.Get("before")))
+		return
+	}
+	ds, err := s.deploys.Deploys(r.Context(), app)
+	switch {
+	case errors.Is(err, deploy.ErrNoArgoCD):
+		s.fail(w, r, http.StatusNotImplemented, "no_argocd", err)
+		return
+	case errors.Is(err, deploy.ErrIndexLoading):
+		w.Header().Set("Retry-After", "2")
+		s.fail(w, r, http.StatusServiceUnavailable, "argocd_loading", err)
+		return
+	case err != nil:
+		s.storeError(w, r, store.Ref{App: app}, err)
+		return
+	}
+	rels, err := s.releases.History(r.Context(), app, store.HistoryOptions{Limit: int(limit) + 1, Before: before})
+	if err != nil {
+		s.storeError(w, r, store.Ref{App: app}, err)
+		return
+	}
+	resp := deploysResponse{Deploys: ds, Releases: []deploy.ReleaseDeploys{}}
+	if len(rels) > int(limit) {
+		rels = rels[:limit]
+		resp.NextBefore = rels[limit-1].Generation
+	}
+	for _, rel := range rels {
+		resp.Releases = append(resp.Releases, ds.Release(rel))
+	}
+	writeJSON(w, http.StatusOK, resp)
+}

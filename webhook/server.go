@@ -295,8 +295,10 @@ func (s *Server) appRoute(w http.ResponseWriter, r *http.Request) {
 		h = s.require(RolePlugin)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.manifests(w, r, app) }))
 	case "status":
 		h = s.require(RoleReader)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.deployStatus(w, r, app) }))
+	case "deploys":
+		h = s.require(RoleReader)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.deploysOf(w, r, app) }))
 	default:
-		s.fail(w, r, http.StatusNotFound, "no_route", fmt.Errorf("unknown action %q: use releases, manifests or status", action))
+		s.fail(w, r, http.StatusNotFound, "no_route", fmt.Errorf("unknown action %q: use releases, manifests, status or deploys", action))
 		return
 	}
 	h.ServeHTTP(w, r)

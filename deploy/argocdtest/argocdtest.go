@@ -644,3 +644,21 @@ func peerAddr(ctx context.Context) string {
 
 // String describes the fake for failure messages.
 func (s *Server) String() string { return fmt.Sprintf("fake Argo CD at %s", s.addr) }
+
+// Deployed records a successful sync of revision in the Application's
+// history, as Argo CD's controller does: a new entry with the next ID,
+// the oldest dropped beyond spec.revisionHistoryLimit (default 10). For
+// OnSync functions that want Argo CD's record.
+func Deployed(a *v1alpha1.Application, revision string, started, deployed time.Time) {
+	var id int64
+	if n := len(a.Status.History); n > 0 {
+		id = a.Status.History[n-1].ID
+	}
+	s := metav1.NewTime(started)
+	a.Status.History = append(a.Status.History, v1alpha1.RevisionHistory{
+		ID: id + 1, Revision: revision, DeployStartedAt: &s, DeployedAt: metav1.NewTime(deployed), Source: a.Spec.GetSource(),
+	})
+	if limit := a.Spec.GetRevisionHistoryLimit(); len(a.Status.History) > limit {
+		a.Status.History = a.Status.History[len(a.Status.History)-limit:]
+	}
+}
