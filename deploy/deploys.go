@@ -214,6 +214,7 @@ const (
 // ReleaseDeploys is one release's part of the record.
 type ReleaseDeploys struct {
 	Generation   int64          `json:"generation"`
+	Published    time.Time      `json:"published"`
 	Verdict      Verdict        `json:"verdict"`
 	Applications []ReleaseOnApp `json:"applications"`
 	// Summary says it in words, a line each: what the CLI and the pages
@@ -233,7 +234,7 @@ type ReleaseOnApp struct {
 // Release judges rel by the record: where and when it was live, refused,
 // never deployed, or older than what Argo CD keeps.
 func (ds Deploys) Release(rel store.Release) ReleaseDeploys {
-	out := ReleaseDeploys{Generation: rel.Generation, Applications: []ReleaseOnApp{}}
+	out := ReleaseDeploys{Generation: rel.Generation, Published: rel.Time, Applications: []ReleaseOnApp{}}
 	count := map[Verdict]int{}
 	for _, a := range ds.Applications {
 		on := ReleaseOnApp{Name: a.Name, Namespace: a.Namespace}

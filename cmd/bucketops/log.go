@@ -15,6 +15,7 @@ func newLog(e *env) *cobra.Command {
 	var opts store.HistoryOptions
 	withCommits := true
 	var asOf string
+	var withDeploys bool
 	cmd := &cobra.Command{
 		Use:   "log APP",
 		Short: "Show an app's releases, newest first",
@@ -27,10 +28,17 @@ The commits are computed from the whole history, which log then lists whatever
 the page; --commits=false leaves them out, and then --limit 1 costs one request.
 
 --as-of T shows the one release that was the head at T (RFC 3339, or a date:
-its start, UTC): what Argo CD was given then.`,
+its start, UTC): what Argo CD was given then.
+
+--deploys shows, per release, where and when Argo CD ran it instead: each
+Application it was live on, from when to when, a release Argo CD refuses, one
+never deployed, or one older than the deploys Argo CD keeps
+(revisionHistoryLimit). It asks the bridge (BUCKETOPS_BRIDGE, a reader token in
+BUCKETOPS_TOKEN_FILE), which reads Argo CD's own record.`,
 		Example: `  bucketops log prod/payments --limit 20
   bucketops log prod/payments -o json | jq '.[0].generation'
-  bucketops log prod/payments --as-of 2026-12-01T09:30:00Z`,
+  bucketops log prod/payments --as-of 2026-12-01T09:30:00Z
+  bucketops log prod/payments --deploys --limit 10`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if err := store.ValidateApp(a[0]); err != nil {
@@ -47,6 +55,12 @@ its start, UTC): what Argo CD was given then.`,
 						return usagef("--as-of %q: give a time as 2026-12-01T09:30:00Z, or a date", asOf)
 					}
 				}
+			}
+			if withDeploys {
+				if asOf != "" {
+					return usagef("--deploys and --as-of don't combine: --deploys lists releases with where they were live")
+				}
+				return e.logDeploys(cmd.Context(), a[0], opts.Limit, opts.Before)
 			}
 			s, closeStore, err := e.openStore(cmd.Context())
 			if err != nil {
@@ -84,6 +98,7 @@ its start, UTC): what Argo CD was given then.`,
 	cmd.Flags().Int64Var(&opts.Before, "before", 0, "show only generations older than this one")
 	cmd.Flags().BoolVar(&withCommits, "commits", true, "show each release's commit in the git view (lists the whole history)")
 	cmd.Flags().StringVar(&asOf, "as-of", "", "show only the release that was the head at this time (RFC 3339, or a date)")
+	cmd.Flags().BoolVar(&withDeploys, "deploys", false, "show where and when Argo CD ran each release, from the bridge (BUCKETOPS_BRIDGE, BUCKETOPS_TOKEN_FILE)")
 	return cmd
 }
 
