@@ -261,7 +261,7 @@ func (u *UI) timeline(w http.ResponseWriter, r *http.Request, app string) {
 	}
 	u.renderPage(w, r, http.StatusOK, "timeline", page{Title: app, Who: who(r), Permalink: r.URL.RequestURI(),
 		CLI:  fmt.Sprintf("bucketops log %s --limit %d", app, pageSize) + cond(start > 0, fmt.Sprintf(" --before %d", rels[max(start-1, 0)].Generation)),
-		Data: map[string]any{"App": app, "Rows": rows, "Page": n, "Pages": pages, "Total": len(rels)}})
+		Data: map[string]any{"App": app, "Rows": rows, "Page": n, "Pages": pages, "Total": len(rels), "Deploys": u.deploysOf(r.Context(), app, rels[start:end])}})
 }
 
 func cond(ok bool, s string) string {
@@ -330,7 +330,7 @@ func (u *UI) release(w http.ResponseWriter, r *http.Request, app string, gen int
 	}
 	u.renderPage(w, r, http.StatusOK, "release", page{Title: ref.String(), Who: who(r), Permalink: r.URL.RequestURI(),
 		CLI:  "bucketops show " + ref.String(),
-		Data: map[string]any{"Release": rel, "Objects": objs, "Problem": problem, "Previous": previous}})
+		Data: map[string]any{"Release": rel, "Objects": objs, "Problem": problem, "Previous": previous, "Deploys": u.deploysOf(r.Context(), app, []store.Release{rel})}})
 }
 
 func (u *UI) diff(w http.ResponseWriter, r *http.Request, app string) {
@@ -457,6 +457,12 @@ func (u *UI) asOf(w http.ResponseWriter, r *http.Request) {
 	}
 	data["From"], data["Next"], data["PageSize"] = from, next, asOfPageSize
 	data["Time"], data["Rows"] = t, rows
+	// And what each Argo CD Application had deployed at t, by its history.
+	apps := make([]string, len(rows))
+	for i, row := range rows {
+		apps[i] = row.App
+	}
+	data["Live"] = u.liveAt(r.Context(), apps, t)
 	cli := "bucketops log APP --as-of " + t.Format(time.RFC3339) + "  # for each app"
 	u.renderPage(w, r, http.StatusOK, "asof", page{Title: "As of " + t.Format(time.RFC3339), Who: who(r), Permalink: r.URL.RequestURI(), CLI: cli, Data: data})
 }

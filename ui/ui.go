@@ -57,6 +57,10 @@ type Config struct {
 	Releases Releases
 	// Statuses, when not nil, gives the apps page its live column.
 	Statuses Statuses
+	// Deploys, when not nil, gives the timeline, the release page and the
+	// as-of page what Argo CD ran, from its own record; without it they
+	// say that deploys are unknown (no Argo CD).
+	Deploys  Deploys
 	Location store.Location
 	// Authenticate reports whether a token may read (the reader token).
 	Authenticate func(token string) bool

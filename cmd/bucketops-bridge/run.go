@@ -423,6 +423,7 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 		}
 		if deployer.Enabled() {
 			ucfg.Statuses = deployer
+			ucfg.Deploys = deployer
 		}
 		if b.cfg.iapAudience != "" {
 			ucfg.IAP = &ui.IAP{Audience: b.cfg.iapAudience, Keys: webhook.NewKeySet(ui.IAPKeysURL, 30*time.Second)}
