@@ -3,16 +3,25 @@ package ui_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
+	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
 	"github.com/fsouza/fake-gcs-server/fakestorage"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 
+	"github.com/bucketops/bucketops/deploy"
+	"github.com/bucketops/bucketops/deploy/argocdtest"
+	"github.com/bucketops/bucketops/gitview"
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/render/sopstest"
 	"github.com/bucketops/bucketops/store"
@@ -194,5 +203,124 @@ func BenchmarkDiff(b *testing.B) {
 	}
 	for b.Loop() {
 		get(b, c, u)
+	}
+}
+
+// countingArgo counts the unary calls the bridge makes to Argo CD.
+type countingArgo struct {
+	application.ApplicationServiceClient
+	calls *atomic.Int64
+}
+
+func (c countingArgo) Get(ctx context.Context, q *application.ApplicationQuery, opts ...grpc.CallOption) (*v1alpha1.Application, error) {
+	c.calls.Add(1)
+	return c.ApplicationServiceClient.Get(ctx, q, opts...)
+}
+
+func (c countingArgo) List(ctx context.Context, q *application.ApplicationQuery, opts ...grpc.CallOption) (*v1alpha1.ApplicationList, error) {
+	c.calls.Add(1)
+	return c.ApplicationServiceClient.List(ctx, q, opts...)
+}
+
+func (c countingArgo) Sync(ctx context.Context, q *application.ApplicationSyncRequest, opts ...grpc.CallOption) (*v1alpha1.Application, error) {
+	c.calls.Add(1)
+	return c.ApplicationServiceClient.Sync(ctx, q, opts...)
+}
+
+// BenchmarkTimelineDeploys is BenchmarkTimeline with the deploy column: an
+// app of 10,000 releases deployed by 3 Applications, each with a full
+// history of 10 deploys, read by the bridge's real deployer from a fake
+// Argo CD (through Argo CD's client and watch) and named as releases by
+// the real git view. Cold, the pages keep no history (every page lists the
+// app's releases); warm, it is cached. The git view is warm in both, as on
+// a bridge Argo CD fetches from. argocd-requests/op counts the bridge's
+// calls to Argo CD per page: the record comes from the watched index.
+func BenchmarkTimelineDeploys(b *testing.B) {
+	const app = "prod/big"
+	m := &inMemory{app: app}
+	for i := 10_000; i >= 1; i-- {
+		m.rels = append(m.rels, store.Release{App: app, Generation: int64(1764800000000000 + i), Time: time.Unix(1764800000+int64(i), 0),
+			Sequence: uint64(i), Kind: "release", Author: "ci-bot", Message: fmt.Sprintf("build %d", i), Digest: "sha256:00", Current: i == 10_000})
+	}
+	view, err := gitview.New(gitview.Config{Source: m, Location: store.Location{Bucket: "b"}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	argo := argocdtest.New(b)
+	for n, name := range []string{"big-prod", "big-staging", "big-canary"} {
+		a := argocdtest.PluginApp(name, "", app)
+		a.Spec.Source.RepoURL, a.Spec.Source.TargetRevision = "https://bridge.example.com/git/"+app+".git", "main"
+		// The newest releases, the first Application a step behind the others.
+		for i := range 10 {
+			rel := m.rels[20-2*i+n]
+			sha, err := view.Commit(b.Context(), app, rel.Generation)
+			if err != nil {
+				b.Fatal(err)
+			}
+			argocdtest.Deployed(a, sha, rel.Time.Add(time.Second), rel.Time.Add(time.Minute))
+		}
+		argo.Put(a)
+	}
+	var calls atomic.Int64
+	d, err := deploy.New(deploy.Config{
+		Releases: m, Revisions: view, Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(),
+		Connect: func() (application.ApplicationServiceClient, io.Closer, error) {
+			return countingArgo{argo.Client(b), &calls}, io.NopCloser(nil), nil
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.Run(ctx)
+	}()
+	b.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if ds, err := d.Deploys(b.Context(), app); err == nil && len(ds.Applications) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the deployer never loaded the Applications")
+		}
+	}
+	for _, cache := range []struct {
+		name  string
+		bytes int64
+	}{{"cold", -1}, {"warm", 0}} {
+		u, err := ui.New(ui.Config{Releases: m, Deploys: d, Location: store.Location{Bucket: "b"}, Logger: slog.New(slog.DiscardHandler),
+			Authenticate: func(tok string) bool { return tok == token }, SessionSecret: []byte(strings.Repeat("k", 32)), HistoryBytes: cache.bytes})
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv := httptest.NewServer(u.Handler())
+		b.Cleanup(srv.Close)
+		c := client(b)
+		resp, err := c.PostForm(srv.URL+"/ui/login", url.Values{"token": {token}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		resp.Body.Close()
+		for _, p := range []int{1, 200} {
+			b.Run(fmt.Sprintf("page=%d/%s", p, cache.name), func(b *testing.B) {
+				u := fmt.Sprintf("%s/ui/apps/%s/-/releases?page=%d", srv.URL, app, p)
+				want := map[int]string{1: "live on big-prod", 200: "older than what Argo CD keeps"}[p]
+				if a := get(b, c, u); a.status != 200 || !strings.Contains(a.body, want) {
+					b.Fatalf("%d, want %q: %s", a.status, want, pageText(a.body))
+				}
+				before := calls.Load()
+				for b.Loop() {
+					if a := get(b, c, u); a.status != 200 {
+						b.Fatalf("%d", a.status)
+					}
+				}
+				b.ReportMetric(float64(calls.Load()-before)/float64(b.N), "argocd-requests/op")
+			})
+		}
 	}
 }
