@@ -146,6 +146,10 @@ func TestAuditorWalk(t *testing.T) {
 	if s := text("#timeline"); !strings.Contains(s, "alice@example.com") || !strings.Contains(s, "turn the flags on") {
 		t.Errorf("the timeline shows %q", s)
 	}
+	// The local-mode bridge has no Argo CD: deploys are unknown, not guessed.
+	if s := text("#timeline"); !strings.Contains(s, "deploys unknown (no Argo CD)") || strings.Contains(s, "never deployed") {
+		t.Errorf("the timeline's deploy column without Argo CD: %q", s)
+	}
 	check("3-timeline")
 
 	// The apps, as a tree.
@@ -194,6 +198,9 @@ func TestAuditorWalk(t *testing.T) {
 	))
 	if s := text("#asof"); !strings.Contains(s, "alice@example.com") || strings.Contains(s, "bob@example.com") || !strings.Contains(s, "not published yet") {
 		t.Errorf("as of %s: %q, want the first payments release and prod/api not published yet", between.Format(time.RFC3339), s)
+	}
+	if s := text("#asof"); !strings.Contains(s, "deploys unknown (no Argo CD)") {
+		t.Errorf("as of %s without Argo CD: %q, want live in the cluster unknown", between.Format(time.RFC3339), s)
 	}
 	asofURL, err := chromedp.Run(ctx, chromedp.Location())
 	must(t, err)
