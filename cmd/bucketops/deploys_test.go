@@ -48,6 +48,7 @@ func TestLogDeploys(t *testing.T) {
 	log := decode[[]map[string]any](t, bucketops(t, "", "log", "prod/payments", "-o", "json").must(t).stdout)
 
 	r := bucketops(t, "", "log", "prod/payments", "--deploys").must(t)
+	t.Logf("log --deploys:\n%s", r.stdout)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	if len(lines) != 5 || !strings.Contains(lines[0], "argocd/payments (2 of its last 10 deploys kept)") || !strings.HasPrefix(lines[1], "GENERATION") {
 		t.Fatalf("log --deploys:\n%s", r.stdout)
