@@ -30,6 +30,7 @@ import (
 	"github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/bucketops/bucketops/cache"
 	"github.com/bucketops/bucketops/store"
 )
 
@@ -101,6 +102,9 @@ type Deployer struct {
 	metrics *metrics
 	index   *index
 	now     func() time.Time
+	// unknown remembers, for a while, the commits of Applications'
+	// histories that name no release of their app (deploys.go).
+	unknown *cache.LRU[string, time.Time]
 
 	mu       sync.Mutex
 	apps     map[string]*appState
@@ -159,6 +163,7 @@ func New(cfg Config) (*Deployer, error) {
 		apps:  map[string]*appState{},
 		wake:  make(chan struct{}, cfg.Workers),
 	}
+	d.unknown = cache.New[string, time.Time](unknownBytes)
 	m, err := newMetrics(cfg.Registry, d.pendingApps)
 	if err != nil {
 		return nil, err

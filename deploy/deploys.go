@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -108,9 +109,7 @@ func (d *Deployer) Deploys(ctx context.Context, app string) (Deploys, error) {
 		}
 		g, ok := gens[sha]
 		if !ok {
-			if r, err := d.generationOf(ctx, app, sha); err == nil {
-				g = r.Generation
-			}
+			g = d.generationOfRecord(ctx, app, sha)
 			gens[sha] = g
 		}
 		return g
@@ -156,6 +155,34 @@ func (d *Deployer) Deploys(ctx context.Context, app string) (Deploys, error) {
 		out.Applications = append(out.Applications, ad)
 	}
 	return out, nil
+}
+
+// unknownFor is how long a commit that names no release of its app is
+// taken to name none: a commit of another repository in an Application's
+// history (from before it followed the git view) would otherwise cost the
+// bucket a request for the head at each reading. A release newer than the
+// view's snapshot is found by that request, so the answer can't be kept
+// for good. unknownBytes bounds what is remembered.
+const (
+	unknownFor   = time.Minute
+	unknownBytes = 256 << 10
+)
+
+// generationOfRecord names the release a commit of an Application's
+// record is, 0 for none.
+func (d *Deployer) generationOfRecord(ctx context.Context, app, sha string) int64 {
+	key := app + "@" + sha
+	if at, ok := d.unknown.Get(key); ok && d.now().Sub(at) < unknownFor {
+		return 0
+	}
+	r, err := d.generationOf(ctx, app, sha)
+	switch {
+	case err == nil:
+		return r.Generation
+	case errors.Is(err, store.ErrNotFound) || !sha1RE.MatchString(sha):
+		d.unknown.Add(key, d.now(), int64(len(key)+64))
+	}
+	return 0
 }
 
 // refusalRE finds app@generation in a message, as the plugin's error line

@@ -270,3 +270,42 @@ func TestDeploysWithoutArgoCD(t *testing.T) {
 }
 
 func clock(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") }
+
+// A commit in an Application's history that names no release of its app
+// (from before it followed the git view) is a deploy of an unknown
+// release, and costs the bucket a request once, not at every reading.
+func TestDeploysOfACommitOfAnotherRepository(t *testing.T) {
+	argo := argocdtest.New(t)
+	tb := storetest.New(t, true)
+	st := tb.Store(t, "")
+	view, url := gitView(t, argo, st)
+	const app = "prod/legacy"
+	gen := publish(t, st, app, "1")
+	sha, err := view.Commit(t.Context(), app, gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := strings.Repeat("ab", 20)
+	t0 := time.Now().Truncate(time.Second)
+	a := viewApp("legacy", app, url(app))
+	a.Status.History = history(foreign, t0, sha, t0.Add(time.Minute))
+	argo.Put(a)
+	r := newRig(t, argo, st, func(c *deploy.Config) { c.Revisions = view })
+	ds := deploysOf(t, r.deployer, app, 1)
+	d := ds.Applications[0].Deploys
+	if len(d) != 2 || d[0].Generation != 0 || d[0].Revision != foreign || d[1].Generation != gen {
+		t.Fatalf("deploys %+v, want an unknown release, then %d", d, gen)
+	}
+	before := tb.Requests.Load()
+	for range 3 {
+		if _, err := r.deployer.Deploys(t.Context(), app); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := tb.Requests.Load() - before; n != 0 {
+		t.Errorf("%d requests to the bucket for three readings, want none: the unknown commit is remembered", n)
+	}
+	if rd := ds.Release(releaseOf(t, st, app, gen)); rd.Verdict != deploy.VerdictDeployed || len(rd.Summary) != 1 || !strings.Contains(rd.Summary[0], "since") {
+		t.Errorf("%+v", rd)
+	}
+}
