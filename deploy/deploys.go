@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -119,7 +120,7 @@ func (d *Deployer) Deploys(ctx context.Context, app string) (Deploys, error) {
 		k := d.index.key(a)
 		ad := ApplicationDeploys{Name: k.Name, Namespace: k.Namespace, HistoryLimit: a.Spec.GetRevisionHistoryLimit(), Deploys: []Interval{}}
 		hist := slices.Clone(a.Status.History)
-		slices.SortStableFunc(hist, func(x, y v1alpha1.RevisionHistory) int { return int(x.ID - y.ID) })
+		slices.SortStableFunc(hist, func(x, y v1alpha1.RevisionHistory) int { return cmp.Compare(x.ID, y.ID) })
 		ad.HistoryFull = len(hist) >= ad.HistoryLimit
 		for i, h := range hist {
 			rev := historyRevision(a, h)
