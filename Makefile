@@ -36,10 +36,12 @@ cli:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/bucketops
 
 # The bridge in local mode with the apps under examples/ published.
-# Its stdout is the export lines only (logs go to stderr); they are kept in
-# $(BIN)/local.env for a second terminal.
+# Its stdout is the export lines only (logs go to stderr); the bridge also
+# writes them to $(BIN)/local.env for a second terminal, once it listens
+# (a second make run that can't bind fails and leaves the file alone).
+# DATA=dir keeps the bucket, the token and the addresses across restarts.
 run: build
-	$(BIN)/bucketops-bridge --listen $(LISTEN) --seed examples $(if $(DATA),--data $(DATA)) | tee $(BIN)/local.env
+	$(BIN)/bucketops-bridge --listen $(LISTEN) --seed examples --env-file $(BIN)/local.env $(if $(DATA),--data $(DATA))
 
 test:
 	$(GO) test -race -count=1 ./...

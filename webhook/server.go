@@ -260,6 +260,11 @@ func (s *Server) Routes() http.Handler {
 	if s.ui != nil {
 		r.Handle("/ui", s.ui)
 		r.Handle("/ui/*", s.ui)
+		// A browser pointed at the bridge lands on the pages, which ask
+		// it to log in; the redirect itself reveals nothing.
+		r.Get("/", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/ui/", http.StatusFound)
+		})
 	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, "no_route", fmt.Errorf("no route %s %s", r.Method, r.URL.Path))
