@@ -388,3 +388,34 @@ func TestPushLabels(t *testing.T) {
 		t.Errorf("%d releases after a refused push, want 1", n)
 	}
 }
+
+func TestVersionFlagAndMistypedCommands(t *testing.T) {
+	if out := bucketops(t, "", "--version").must(t).stdout; !strings.HasPrefix(out, "bucketops "+version+" (go") {
+		t.Errorf("--version: %q", out)
+	}
+	r := bucketops(t, "", "pussh", "dev/web", ".")
+	if r.code != exitInvalid || !strings.Contains(r.stderr, `unknown command "pussh": did you mean push?`) {
+		t.Errorf("a mistyped push: exit %d, %q; want exit %d and a suggestion", r.code, r.stderr, exitInvalid)
+	}
+	if r := bucketops(t, "", "frobnicate"); r.code != exitInvalid || strings.Contains(r.stderr, "did you mean") || !strings.Contains(r.stderr, "--help") {
+		t.Errorf("an unknown command: exit %d, %q", r.code, r.stderr)
+	}
+}
+
+// TestShellCompletionCompletesAppNames runs what the shell's completion
+// script runs: the apps of the bucket, under the directory typed so far.
+func TestShellCompletionCompletesAppNames(t *testing.T) {
+	startBucket(t)
+	dir := writeFiles(t, map[string]string{"cm.yaml": configMap("settings", "1")})
+	for _, app := range []string{"prod/payments", "prod/web", "dev/web"} {
+		bucketops(t, "", "push", app, dir, "-m", "first of "+app).must(t)
+	}
+	out := bucketops(t, "", "__complete", "show", "prod/").must(t).stdout
+	if !strings.Contains(out, "prod/payments\tfirst of prod/payments\n") || !strings.Contains(out, "prod/web\t") || strings.Contains(out, "dev/web") {
+		t.Errorf("completing show prod/:\n%s", out)
+	}
+	out = bucketops(t, "", "__complete", "log", "prod/p").must(t).stdout
+	if !strings.Contains(out, "prod/payments") || strings.Contains(out, "prod/web") {
+		t.Errorf("completing log prod/p:\n%s", out)
+	}
+}

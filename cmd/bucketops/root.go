@@ -90,7 +90,12 @@ The bucket comes from --bucket gs://BUCKET[/PREFIX] or BUCKETOPS_BUCKET.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// With no subcommand matched, the arguments are a mistyped command.
-		Args: args(cobra.NoArgs),
+		Args: func(cmd *cobra.Command, a []string) error {
+			if len(a) > 0 {
+				return unknownCommand(cmd, a[0])
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			if e.output != "text" && e.output != "json" {
@@ -117,6 +122,7 @@ The bucket comes from --bucket gs://BUCKET[/PREFIX] or BUCKETOPS_BUCKET.`,
 		newPush(e), newLog(e), newShow(e), newDiff(e), newPromote(e), newRollback(e),
 		newRetire(e), newLs(e), newVersion(e), newPlugin(e), newWait(e), newKeygen(e), newVerify(e),
 	)
+	wireCompletion(e, root)
 	return root
 }
 
