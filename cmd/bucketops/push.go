@@ -89,8 +89,8 @@ failed to (exit 5), as bucketops wait does.`,
 			defer closeStore()
 			if w.wait {
 				// Check before publishing, not after.
-				if _, _, err := e.bridge("reader"); err != nil {
-					return fmt.Errorf("--wait: %w", err)
+				if err := e.checkWait(ctx, app); err != nil {
+					return fmt.Errorf("--wait: %w; nothing was published", err)
 				}
 			}
 			res, err := s.Publish(ctx, app, p)
