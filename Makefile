@@ -43,7 +43,9 @@ cli:
 run: build
 	$(BIN)/bucketops-bridge --listen $(LISTEN) --seed examples --env-file $(BIN)/local.env $(if $(DATA),--data $(DATA))
 
+# git: the CI recipes' test clones the working tree as bucketops' source.
 test:
+	$(call apt_install,command -v git >/dev/null,git)
 	$(GO) test -race -count=1 ./...
 
 # The auditors' pages in a real browser: Debian's chromium (installed with

@@ -40,6 +40,9 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	if sourceDir != "" {
+		os.RemoveAll(sourceDir)
+	}
 	os.Exit(code)
 }
 
