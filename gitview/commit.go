@@ -11,6 +11,16 @@
 // again. The format of a commit (release.json, its identities, message
 // and trailers) is frozen by golden SHAs in the tests; changing it
 // orphans every SHA Argo CD has recorded.
+//
+// So the format is versioned by the bucket: each release's
+// bucketops-format (store.Release.Format) says which format its commit
+// has. Format 1 (no bucketops-format: releases published before it) is
+// the original. Format 2 adds, after the original trailers, a
+// Bucketops-Source trailer and, when the source names a git commit
+// (ParseSource), the Argocd-reference-commit-repourl and -sha trailers
+// that Argo CD 3.x parses into the revision's references. A format this
+// version doesn't know is built as the newest it knows. A new format
+// comes with a new bucketops-format value and golden SHAs of its own.
 package gitview
 
 import (
