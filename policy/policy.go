@@ -258,9 +258,9 @@ func (r *Rule) CheckProject(app, project string) error {
 		return nil
 	}
 	if project == "" {
-		return r.deny(app, ReasonProject, "the Argo CD project of the Application is unknown, and only projects "+list(r.Projects)+" may deploy this app")
+		return r.deny(app, ReasonProject, "the Argo CD project of the Application is unknown, and only projects "+list(r.Projects)+" may deploy this app: deploy it from an Application of one of them")
 	}
-	return r.deny(app, ReasonProject, fmt.Sprintf("Argo CD project %q may not deploy this app; only %s may", project, list(r.Projects)))
+	return r.deny(app, ReasonProject, fmt.Sprintf("Argo CD project %q may not deploy this app; only %s may: move the Application to one of those projects, or add the project to the rule", project, list(r.Projects)))
 }
 
 // allowsNamespace reports whether ns matches one of the rule's namespaces.
@@ -290,7 +290,7 @@ func (p *Policy) CheckCopy(src, dst string) error {
 			return nil
 		}
 	}
-	return r.deny(dst, ReasonCopy, fmt.Sprintf("releases of %s may not be copied here; the rule allows copies from its own prefix and from promoteFrom %s", src, list(r.PromoteFrom)))
+	return r.deny(dst, ReasonCopy, fmt.Sprintf("releases of %s may not be copied here; the rule allows copies from its own prefix and from promoteFrom %s: publish the release here with bucketops push, or add %s's prefix to the rule's promoteFrom", src, list(r.PromoteFrom), src))
 }
 
 func (r *Rule) deny(app, reason, detail string) *Violation {

@@ -354,7 +354,8 @@ func newPublishID() (string, error) {
 }
 
 func metadata(digest string, seq uint64, id string, p Publication) map[string]string {
-	m := map[string]string{metaDigest: digest, metaKind: p.Kind, metaResources: strconv.Itoa(p.Resources), metaPublishID: id, metaSize: strconv.FormatInt(p.size, 10)}
+	m := map[string]string{metaDigest: digest, metaKind: p.Kind, metaResources: strconv.Itoa(p.Resources), metaPublishID: id, metaSize: strconv.FormatInt(p.size, 10),
+		metaFormat: strconv.Itoa(Format)}
 	set := func(k, v string) {
 		if v != "" {
 			m[k] = v

@@ -94,7 +94,17 @@ const (
 	metaSignature = "bucketops-signature"
 	metaLabels    = "bucketops-labels"
 	metaSize      = "bucketops-size"
+	metaFormat    = "bucketops-format"
 )
+
+// Format is the release format a publish records in bucketops-format: the
+// version of what readers may derive from a release's metadata, so that a
+// reader whose output must never change for a release already published
+// (the git view's commits, whose SHAs Argo CD records) can tell old
+// releases from new ones by the bucket alone. Releases from before it was
+// recorded have none (Release.Format 0). Format 2: the git view's commit
+// carries the release's source in trailers (package gitview).
+const Format = 2
 
 // Release describes one generation of an app's object, from its attributes.
 type Release struct {
@@ -131,6 +141,10 @@ type Release struct {
 	Signature string `json:"-"`
 	// Current is true for the head, false for a noncurrent generation.
 	Current bool `json:"current"`
+	// Format is the release's bucketops-format (Format when published by
+	// this version), 0 for a release from before it was recorded or one
+	// whose value isn't a positive number.
+	Format int `json:"format,omitempty"`
 	// RetainUntil and RetentionMode are the generation's Object
 	// Retention, when it has one: it can't be deleted before then.
 	RetainUntil   time.Time `json:"retain_until,omitzero"`
@@ -548,6 +562,9 @@ func (s *Store) release(app string, attrs *storage.ObjectAttrs, current bool) Re
 	}
 	if v, err := strconv.Atoi(m[metaResources]); err == nil {
 		r.Resources = v
+	}
+	if v, err := strconv.Atoi(m[metaFormat]); err == nil && v > 0 {
+		r.Format = v
 	}
 	if v, err := strconv.ParseInt(m[metaSize], 10, 64); err == nil && v >= 0 {
 		r.Size, r.sizeRecorded = v, true

@@ -346,16 +346,25 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 type errorBody struct {
 	Error  string `json:"error"`
 	Reason string `json:"reason"`
+	// Message, on a failed render, is the one line the plugin prints for
+	// Argo CD: the release, what refused it and what to do (refusal).
+	Message string `json:"message,omitempty"`
 }
 
 // fail writes an error response; reason is stable for scripts and metrics.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, reason string, err error) {
+	s.failWith(w, r, status, errorBody{Error: err.Error(), Reason: reason}, err)
+}
+
+// failWith writes body as the error response to a request that failed
+// with err, logging err.
+func (s *Server) failWith(w http.ResponseWriter, r *http.Request, status int, body errorBody, err error) {
 	level := slog.LevelInfo
 	if status >= 500 {
 		level = slog.LevelError
 	}
-	s.log.Log(r.Context(), level, "request failed", "path", r.URL.Path, "status", status, "reason", reason, "error", err, "request_id", middleware.GetReqID(r.Context()))
-	writeJSON(w, status, errorBody{Error: err.Error(), Reason: reason})
+	s.log.Log(r.Context(), level, "request failed", "path", r.URL.Path, "status", status, "reason", body.Reason, "error", err, "request_id", middleware.GetReqID(r.Context()))
+	writeJSON(w, status, body)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
