@@ -184,3 +184,26 @@ func TestProjectsAndCopies(t *testing.T) {
 		}
 	}
 }
+
+// TestMisspeltFieldIsNamedWithASuggestion: a typo in the policy file is
+// an error naming the line, the field as written, the field meant and the
+// fields a rule has, not a Go type name.
+func TestMisspeltFieldIsNamedWithASuggestion(t *testing.T) {
+	_, err := policy.Parse([]byte("rules:\n  - prefix: team-a/\n    namespace: [team-a]\n  - prefix: team-b/\n    allowClusterscoped: true\n    colour: blue\n"))
+	if err == nil {
+		t.Fatal("a policy with misspelt fields parsed")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		`line 3: unknown field "namespace": did you mean "namespaces"?`,
+		`line 5: unknown field "allowClusterscoped": did you mean "allowClusterScoped"?`,
+		`line 6: unknown field "colour" (known here: prefix, projects, namespaces,`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q\ndoes not say %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "policy.Rule") {
+		t.Errorf("error %q names a Go type", msg)
+	}
+}
