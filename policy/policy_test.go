@@ -68,7 +68,7 @@ func TestRulesMatchWholeSegmentsLongestFirst(t *testing.T) {
 func TestParseReportsEveryProblem(t *testing.T) {
 	for name, tc := range map[string]struct{ text, want string }{
 		"no rules":             {"rules: []\n", "no rules"},
-		"unknown field":        {"rules:\n  - prefix: a\n    project: [x]\n", "field project not found"},
+		"unknown field":        {"rules:\n  - prefix: a\n    project: [x]\n", `unknown field "project": did you mean "projects"?`},
 		"no projects":          {"rules:\n  - prefix: a\n    namespaces: [a]\n", "no projects"},
 		"no namespaces":        {"rules:\n  - prefix: a\n    projects: [a]\n", "no namespaces"},
 		"bad prefix":           {"rules:\n  - prefix: ../a\n    projects: [a]\n    namespaces: [a]\n", `".."`},
