@@ -44,6 +44,11 @@ func (n *newestPublishes) add(r store.Release) {
 	}
 }
 
+// admits reports whether add would keep r, as things stand.
+func (n *newestPublishes) admits(r store.Release) bool {
+	return len(n.rs) < n.limit || newer(r, n.rs[0]) > 0
+}
+
 // sorted returns the releases kept, newest first.
 func (n *newestPublishes) sorted() []store.Release {
 	slices.SortFunc(n.rs, func(a, b store.Release) int { return newer(b, a) })
