@@ -137,9 +137,6 @@ func NotChecked(why string) Judge { return Judge{why: why} }
 // Checks reports whether the judge has keys or a policy to judge by.
 func (j Judge) Checks() bool { return j.policy != nil || j.keys != nil }
 
-// Policy is the trust policy judged by, or nil.
-func (j Judge) Policy() *TrustPolicy { return j.policy }
-
 // Listed judges rel from newestFirst, the app's whole history as
 // store.History lists it (newest first): the signature by a trusted key
 // and the statement against rel's metadata (Keys.Check), and the release
