@@ -513,7 +513,7 @@ func (u *UI) activity(w http.ResponseWriter, r *http.Request) {
 	// publishes of the window are held.
 	window := &newestPublishes{limit: maxActivity}
 	// Each publish's signature is judged while its app's history is at
-	// hand, if the window keeps it.
+	// hand, if the window keeps it, and forgotten with it.
 	judge, policy := u.signatures.judge()
 	sigs := map[store.Ref]provenance.Status{}
 	err = u.histories.each(r.Context(), prefix, heads, "", func(_ store.Release, rels []store.Release) {
@@ -522,6 +522,9 @@ func (u *UI) activity(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			if window.admits(rel) {
+				if dropped, ok := window.full(); ok {
+					delete(sigs, dropped.Ref())
+				}
 				sigs[rel.Ref()] = u.signatures.listed(judge, policy, rel, rels)
 			}
 			window.add(rel)
