@@ -171,6 +171,25 @@ func TestSignatureStatus(t *testing.T) {
 		}
 	}
 
+	// A reload that trusts the other key instead: the verdicts kept for the
+	// old policy are not reused.
+	otherPub, err := provenance.MarshalPublicKey(otherPriv.Public().(ed25519.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := provenance.ParseTrustPolicy(t.Context(), []byte("keys:\n  other: |\n    "+strings.ReplaceAll(strings.TrimSpace(string(otherPub)), "\n", "\n    ")+
+		"\nrules:\n  - {prefix: prod, require: signed, keys: [other]}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inForce.Store(rotated)
+	rows = timeline()
+	for gen, w := range map[int64]string{verified: ">broken: unknown_key</td>", untrusted: ">verified (other)</td>"} {
+		if !strings.Contains(rows[gen], w) {
+			t.Errorf("after the policy trusts the other key, the timeline's row of %d says\n%s\nwant %s", gen, rows[gen], w)
+		}
+	}
+
 	// A reload that leaves no policy: nothing is judged, and the pages say so.
 	inForce.Store(nil)
 	for gen, row := range timeline() {
