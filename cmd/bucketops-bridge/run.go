@@ -451,6 +451,10 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 		if deployer.Enabled() {
 			ucfg.Statuses = deployer
 		}
+		if trust != nil {
+			// The pages judge signatures by the policy in force, reloads included.
+			ucfg.Trust = trust.Current
+		}
 		if b.cfg.iapAudience != "" {
 			ucfg.IAP = &ui.IAP{Audience: b.cfg.iapAudience, Keys: webhook.NewKeySet(ui.IAPKeysURL, 30*time.Second)}
 		}

@@ -30,7 +30,7 @@ func newLs(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return e.printReleases(rels, nil, true)
+			return e.printReleases(rels, nil, nil, true)
 		},
 	}
 }
