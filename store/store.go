@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"cloud.google.com/go/storage"
@@ -196,6 +197,10 @@ type Store struct {
 	log     *slog.Logger
 	backoff gax.Backoff
 	retries atomic.Int64
+	// onRetry hears every retried error; failFast refuses to retry a
+	// refused connection.
+	onRetry  func(error)
+	failFast bool
 }
 
 // Option configures optional behaviour of a Store, mostly for tests.
@@ -204,11 +209,36 @@ type Option func(*Store)
 // WithBackoff sets the back-off used on 429/503 and on contended writes.
 func WithBackoff(b gax.Backoff) Option { return func(s *Store) { s.backoff = b } }
 
+// WithRetryNotice calls fn with each error a request is retried on, so a
+// command line can say what it is waiting for.
+func WithRetryNotice(fn func(error)) Option { return func(s *Store) { s.onRetry = fn } }
+
+// FailFastOnRefused gives up at once when nothing listens where GCS (or
+// the emulator) should be, rather than retrying until the deadline: what
+// a person at a terminal wants; a server keeps retrying.
+func FailFastOnRefused() Option { return func(s *Store) { s.failFast = true } }
+
+// shouldRetry is the retry decision of every request: GCS's own
+// (429, 5xx, network errors), counted and reported.
+func (s *Store) shouldRetry(err error) bool {
+	if s.failFast && errors.Is(err, syscall.ECONNREFUSED) {
+		return false
+	}
+	retry := storage.ShouldRetry(err)
+	if retry {
+		s.retries.Add(1)
+		s.log.Debug("retrying GCS request", "error", err)
+		if s.onRetry != nil {
+			s.onRetry(err)
+		}
+	}
+	return retry
+}
+
 // New returns a Store for loc through client. The logger must not be nil.
 func New(client *storage.Client, loc Location, log *slog.Logger, opts ...Option) *Store {
 	s := &Store{
 		client:  client,
-		bucket:  client.Bucket(loc.Bucket),
 		loc:     loc,
 		log:     log,
 		backoff: gax.Backoff{Initial: 200 * time.Millisecond, Max: 10 * time.Second, Multiplier: 2},
@@ -216,6 +246,8 @@ func New(client *storage.Client, loc Location, log *slog.Logger, opts ...Option)
 	for _, o := range opts {
 		o(s)
 	}
+	// Listings retry as the object calls do.
+	s.bucket = client.Bucket(loc.Bucket).Retryer(storage.WithBackoff(s.backoff), storage.WithErrorFunc(s.shouldRetry))
 	return s
 }
 
@@ -259,14 +291,7 @@ func (s *Store) object(app string) *storage.ObjectHandle {
 	return s.bucket.Object(s.objectName(app)).Retryer(
 		storage.WithBackoff(s.backoff),
 		storage.WithPolicy(storage.RetryIdempotent),
-		storage.WithErrorFunc(func(err error) bool {
-			retry := storage.ShouldRetry(err)
-			if retry {
-				s.retries.Add(1)
-				s.log.Debug("retrying GCS request", "error", err)
-			}
-			return retry
-		}),
+		storage.WithErrorFunc(s.shouldRetry),
 	)
 }
 

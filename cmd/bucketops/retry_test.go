@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -76,5 +77,43 @@ func TestPushDoesNotRetryWhatWontHeal(t *testing.T) {
 	}
 	if r := bucketops(t, "", "push", "prod/x", dir, "--retries", "-1"); r.code != exitInvalid {
 		t.Errorf("--retries -1: exit %d, %s", r.code, r.stderr)
+	}
+}
+
+// TestAClosedPortFailsAtOnceAndSaysWhere: with nothing listening where
+// STORAGE_EMULATOR_HOST points, a command fails at once (not after its
+// --timeout) and says where nothing answered and what to check.
+func TestAClosedPortFailsAtOnceAndSaysWhere(t *testing.T) {
+	startBucket(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	t.Setenv("STORAGE_EMULATOR_HOST", closed)
+	r := bucketops(t, "", "ls", "--timeout", "1m", "-o", "json")
+	if r.code != exitFailure || !strings.Contains(r.stderr, "nothing answers at the GCS emulator at "+closed+" (STORAGE_EMULATOR_HOST)") ||
+		strings.Contains(r.stderr, "gave up after --timeout") || strings.Contains(r.stderr, "http://") {
+		t.Errorf("ls against a closed port: exit %d, %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout, `"code":"failure"`) {
+		t.Errorf("-o json: %q", r.stdout)
+	}
+}
+
+// TestWaitingOnGCSSaysSo: while GCS keeps failing, the CLI says on stderr
+// what it is waiting for, rather than nothing until its --timeout.
+func TestWaitingOnGCSSaysSo(t *testing.T) {
+	heal, _ := flakyGCS(t, http.StatusServiceUnavailable)
+	dir := writeFiles(t, map[string]string{"cm.yaml": configMap("settings", "1")})
+	time.AfterFunc(2*noticeAfter, heal)
+	r := bucketops(t, "", "push", "prod/payments", dir, "--timeout", "1m")
+	if r.code != 0 {
+		t.Fatalf("push through an outage shorter than --timeout: exit %d, %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "bucketops: waiting for the GCS emulator at ") || !strings.Contains(r.stderr, "503") ||
+		!strings.Contains(r.stderr, "retrying until --timeout 1m0s") {
+		t.Errorf("stderr while GCS answered 503:\n%s", r.stderr)
 	}
 }

@@ -75,6 +75,8 @@ type env struct {
 	cancel  context.CancelFunc
 	// base is the command's context before --timeout: waits have their own.
 	base context.Context
+	// waiting says on stderr what a command waiting on GCS waits for.
+	waiting *gcsWait
 }
 
 func newRoot(e *env) *cobra.Command {
@@ -106,6 +108,7 @@ The bucket comes from --bucket gs://BUCKET[/PREFIX] or BUCKETOPS_BUCKET.`,
 			}
 			// Every request of the command finishes within --timeout.
 			e.base = cmd.Context()
+			e.waiting.start(e.stderr, e.getenv("STORAGE_EMULATOR_HOST"), e.timeout)
 			ctx, cancel := context.WithTimeout(cmd.Context(), e.timeout)
 			cmd.SetContext(ctx)
 			e.cancel = cancel
@@ -120,7 +123,7 @@ The bucket comes from --bucket gs://BUCKET[/PREFIX] or BUCKETOPS_BUCKET.`,
 	pf.DurationVar(&e.timeout, "timeout", 2*time.Minute, "give up (exit 1) when the command, retries included, takes longer")
 	root.AddCommand(
 		newPush(e), newLog(e), newShow(e), newDiff(e), newPromote(e), newRollback(e),
-		newRetire(e), newLs(e), newVersion(e), newPlugin(e), newWait(e), newKeygen(e), newVerify(e),
+		newRetire(e), newLs(e), newVersion(e), newPlugin(e), newWait(e), newKeygen(e), newVerify(e), newDoctor(e),
 	)
 	wireCompletion(e, root)
 	return root
@@ -168,7 +171,8 @@ func (e *env) openStore(ctx context.Context) (*store.Store, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to GCS: %w", err)
 	}
-	return store.New(client, loc, e.logger()), func() { client.Close() }, nil
+	st := store.New(client, loc, e.logger(), store.FailFastOnRefused(), store.WithRetryNotice(e.waiting.note))
+	return st, func() { client.Close() }, nil
 }
 
 func (e *env) json() bool { return e.output == "json" }
