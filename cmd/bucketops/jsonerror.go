@@ -30,6 +30,8 @@ func errorCode(err error) string {
 	switch {
 	case errors.As(err, &bridge) && bridge.reason != "":
 		return bridge.reason
+	case errors.Is(err, errDiffers):
+		return "differs"
 	case errors.Is(err, errRolledBack):
 		return "rolled_back"
 	case errors.Is(err, errUnverified):

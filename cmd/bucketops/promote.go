@@ -22,14 +22,14 @@ any publish.`,
   bucketops promote staging/payments@1733150000000000 prod/payments --sequence 42`,
 		Args: args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			src, err := store.ParseRef(a[0])
+			src, err := parseRelease(a[0])
 			if err != nil {
 				return err
 			}
 			if err := store.ValidateApp(a[1]); err != nil {
 				return err
 			}
-			return e.copyRelease(cmd, &f, src, a[1], "")
+			return e.copyRelease(cmd, &f, src.ref, a[1], src.commit)
 		},
 	}
 	f.register(cmd, false)

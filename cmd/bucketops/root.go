@@ -48,6 +48,8 @@ func exitCode(err error) int {
 		errors.Is(err, render.ErrInvalid), errors.Is(err, store.ErrBucket), errors.Is(err, policy.ErrDenied),
 		errors.Is(err, store.ErrTooLarge), errors.Is(err, store.ErrInvalidRetention):
 		return exitInvalid
+	case errors.Is(err, errDiffers):
+		return exitDiffers
 	case errors.Is(err, errRolledBack):
 		return exitRolledBack
 	case errors.Is(err, errUnverified):

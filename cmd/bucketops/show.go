@@ -34,7 +34,7 @@ signed digest too. Without either flag it says "not checked".`,
   bucketops show prod/payments@1733150000000000 --raw > release.yaml`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			ref, err := store.ParseRef(a[0])
+			arg, err := parseRelease(a[0])
 			if err != nil {
 				return err
 			}
@@ -50,6 +50,10 @@ signed digest too. Without either flag it says "not checked".`,
 				return err
 			}
 			defer closeStore()
+			ref, err := arg.resolve(cmd.Context(), s)
+			if err != nil {
+				return err
+			}
 			rel, data, err := s.Read(cmd.Context(), ref)
 			if err != nil {
 				return err

@@ -176,12 +176,13 @@ rollback floor or --chain finds the floor's release deleted.`,
   bucketops verify prod/payments --chain --trust-policy trust.yaml -o json`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			ref, err := store.ParseRef(a[0])
+			arg, err := parseRelease(a[0])
 			if err != nil {
 				return err
 			}
-			if chain && ref.Generation != 0 {
-				return usagef("--chain checks all of %s's history; leave out @%d", ref.App, ref.Generation)
+			ref := arg.ref
+			if chain && (ref.Generation != 0 || arg.commit != "") {
+				return usagef("--chain checks all of %s's history; leave out what follows @", ref.App)
 			}
 			if given, err := trust.given(); err != nil || !given {
 				return usagef("name the trusted keys: --key FILE (repeatable) or --trust-policy FILE")
@@ -198,6 +199,9 @@ rollback floor or --chain finds the floor's release deleted.`,
 				return err
 			}
 			defer closeStore()
+			if ref, err = arg.resolve(ctx, s); err != nil {
+				return err
+			}
 			var findings []provenance.Finding
 			if chain {
 				// The floor the bridge keeps in the bucket tells a
