@@ -78,6 +78,9 @@ failed to (exit 5), as bucketops wait does.`,
 			if err := checkRelease(pol, app, rel.Objects); err != nil {
 				return err
 			}
+			if pol == nil {
+				warnPlaintextSecrets(e.stderr, app, rel.Objects)
+			}
 			p := f.publication(cmd, e)
 			p.Data = rel.Bytes
 			p.Resources = rel.Resources()
