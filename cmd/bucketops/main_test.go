@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 	"time"
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
@@ -417,5 +418,33 @@ func TestShellCompletionCompletesAppNames(t *testing.T) {
 	out = bucketops(t, "", "__complete", "log", "prod/p").must(t).stdout
 	if !strings.Contains(out, "prod/payments") || strings.Contains(out, "prod/web") {
 		t.Errorf("completing log prod/p:\n%s", out)
+	}
+}
+
+// TestLsFitsEightyColumns: ls's table fits a terminal of 80 columns
+// whatever the messages, authors and sources hold; -o wide has them all.
+func TestLsFitsEightyColumns(t *testing.T) {
+	startBucket(t)
+	dir := writeFiles(t, map[string]string{"cm.yaml": configMap("a", "1")})
+	long := strings.Repeat("a long commit message that goes on ", 5)
+	for _, app := range []string{"prod/payments", "prod/web", "staging/payments-gateway"} {
+		bucketops(t, "", "push", app, dir, "-m", long, "--author", "Release Bot <release-bot@acme.example.com>", "--source", "https://github.com/acme/payments/commit/0123456789abcdef0123456789abcdef01234567").must(t)
+	}
+	out := bucketops(t, "", "ls").must(t).stdout
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "APP") || !strings.Contains(lines[3], "staging/payments-gateway") {
+		t.Fatalf("ls:\n%s", out)
+	}
+	for _, l := range lines {
+		if n := utf8.RuneCountInString(l); n > 80 {
+			t.Errorf("a line of %d columns: %q", n, l)
+		}
+	}
+	if !strings.Contains(lines[1], "a long commit") || !strings.HasSuffix(lines[1], "…") {
+		t.Errorf("the message is not shown, cut to fit: %q", lines[1])
+	}
+	wide := bucketops(t, "", "ls", "-o", "wide").must(t).stdout
+	if !strings.Contains(wide, "AUTHOR") || !strings.Contains(wide, "release-bot@acme.example.com") {
+		t.Errorf("ls -o wide:\n%s", wide)
 	}
 }

@@ -102,8 +102,8 @@ The bucket comes from --bucket gs://BUCKET[/PREFIX] or BUCKETOPS_BUCKET.`,
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-			if e.output != "text" && e.output != "json" {
-				return usagef("-o %q: use text or json", e.output)
+			if e.output != "text" && e.output != "json" && e.output != "wide" {
+				return usagef("-o %q: use text, json or wide (ls's every column)", e.output)
 			}
 			if e.timeout <= 0 {
 				return usagef("--timeout %s: give a positive duration such as 30s or 2m", e.timeout)
@@ -120,7 +120,7 @@ The bucket comes from --bucket gs://BUCKET[/PREFIX] or BUCKETOPS_BUCKET.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	pf := root.PersistentFlags()
 	pf.StringVar(&e.bucket, "bucket", "", "the bucket, gs://BUCKET[/PREFIX] (default $BUCKETOPS_BUCKET)")
-	pf.StringVarP(&e.output, "output", "o", "text", "output format: text or json")
+	pf.StringVarP(&e.output, "output", "o", "text", "output format: text, json, or wide (ls: every column)")
 	pf.BoolVarP(&e.verbose, "verbose", "v", false, "log requests and retries to stderr")
 	pf.DurationVar(&e.timeout, "timeout", 2*time.Minute, "give up (exit 1) when the command, retries included, takes longer")
 	root.AddCommand(
