@@ -400,6 +400,9 @@ type HistoryOptions struct {
 	// Before returns only generations lower than this one (the previous
 	// page's last generation); 0 starts at the head.
 	Before int64
+	// Listed, when not nil, hears how many versions the listing has given
+	// so far, every 1,000 (a long history is one request per 1,000).
+	Listed func(n int)
 }
 
 // History returns app's releases, newest first, including noncurrent
@@ -426,8 +429,12 @@ func (s *Store) History(ctx context.Context, app string, opts HistoryOptions) ([
 	}
 	page := &newest{limit: opts.Limit}
 	seen := false
+	n := 0
 	err := s.versions(ctx, app, func(r Release) bool {
 		seen = true
+		if n++; opts.Listed != nil && n%1000 == 0 {
+			opts.Listed(n)
+		}
 		if opts.Before == 0 || r.Generation < opts.Before {
 			page.add(r)
 		}

@@ -13,8 +13,8 @@ import (
 // commits returns app's whole history, newest first, and the commit each
 // release is in the bridge's git view (the revision Argo CD shows),
 // computed from that history as the bridge computes it.
-func commits(ctx context.Context, s *store.Store, app string) ([]store.Release, map[int64]string, error) {
-	hist, err := s.History(ctx, app, store.HistoryOptions{})
+func (e *env) commits(ctx context.Context, s *store.Store, app string) ([]store.Release, map[int64]string, error) {
+	hist, err := s.History(ctx, app, store.HistoryOptions{Listed: e.longRun("history of " + app).listed})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -105,11 +105,11 @@ func parseRelease(arg string) (releaseArg, error) {
 }
 
 // resolve turns a commit into its generation, from the app's history.
-func (a releaseArg) resolve(ctx context.Context, s *store.Store) (store.Ref, error) {
+func (a releaseArg) resolve(ctx context.Context, e *env, s *store.Store) (store.Ref, error) {
 	if a.commit == "" {
 		return a.ref, nil
 	}
-	hist, byGen, err := commits(ctx, s, a.ref.App)
+	hist, byGen, err := e.commits(ctx, s, a.ref.App)
 	if err != nil {
 		return store.Ref{}, err
 	}

@@ -59,11 +59,11 @@ re-encrypted Secret shows as changed even when its values are the same.`,
 				return err
 			}
 			defer closeStore()
-			from, err := fromArg.resolve(cmd.Context(), s)
+			from, err := fromArg.resolve(cmd.Context(), e, s)
 			if err != nil {
 				return err
 			}
-			to, err := toArg.resolve(cmd.Context(), s)
+			to, err := toArg.resolve(cmd.Context(), e, s)
 			if err != nil {
 				return err
 			}

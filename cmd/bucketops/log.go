@@ -80,7 +80,7 @@ flag it says "not checked". Judging lists the whole history.`,
 				// which may be on no page: the whole history is listed.
 				hist, err = s.History(cmd.Context(), a[0], store.HistoryOptions{})
 			default:
-				hist, byGen, err = commits(cmd.Context(), s, a[0])
+				hist, byGen, err = e.commits(cmd.Context(), s, a[0])
 			}
 			if err != nil {
 				return err

@@ -108,7 +108,7 @@ func (e *env) revision(ctx context.Context, s *store.Store, app, to string) (int
 	if strings.Trim(to, "0123456789") == "" && len(to) != 40 {
 		return resolveRevision(nil, nil, app, to)
 	}
-	hist, byGen, err := commits(ctx, s, app)
+	hist, byGen, err := e.commits(ctx, s, app)
 	if err != nil {
 		return 0, err
 	}

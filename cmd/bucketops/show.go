@@ -50,7 +50,7 @@ signed digest too. Without either flag it says "not checked".`,
 				return err
 			}
 			defer closeStore()
-			ref, err := arg.resolve(cmd.Context(), s)
+			ref, err := arg.resolve(cmd.Context(), e, s)
 			if err != nil {
 				return err
 			}
@@ -62,7 +62,7 @@ signed digest too. Without either flag it says "not checked".`,
 				_, err = e.stdout.Write(data)
 				return err
 			}
-			hist, byGen, err := commits(cmd.Context(), s, ref.App)
+			hist, byGen, err := e.commits(cmd.Context(), s, ref.App)
 			if err != nil {
 				return err
 			}

@@ -182,7 +182,11 @@ rollback floor or --chain finds the floor's release deleted.`,
 			}
 			ref := arg.ref
 			if chain && (ref.Generation != 0 || arg.commit != "") {
-				return usagef("--chain checks all of %s's history; leave out what follows @", ref.App)
+				rev := arg.commit
+				if rev == "" {
+					rev = fmt.Sprint(ref.Generation)
+				}
+				return usagef("--chain checks all of %s's history; leave out @%s", ref.App, rev)
 			}
 			if given, err := trust.given(); err != nil || !given {
 				return usagef("name the trusted keys: --key FILE (repeatable) or --trust-policy FILE")
@@ -199,7 +203,7 @@ rollback floor or --chain finds the floor's release deleted.`,
 				return err
 			}
 			defer closeStore()
-			if ref, err = arg.resolve(ctx, s); err != nil {
+			if ref, err = arg.resolve(ctx, e, s); err != nil {
 				return err
 			}
 			var findings []provenance.Finding
@@ -210,7 +214,8 @@ rollback floor or --chain finds the floor's release deleted.`,
 				if m, err = floor.New(s.Client(), s.Location()).Get(ctx, ref.App); err != nil {
 					return err
 				}
-				findings, err = trusted.VerifyChain(ctx, s, ref.App, provenance.ChainOptions{SkipBytes: skipBytes, Floor: m})
+				run := e.longRun("verify --chain " + ref.App)
+				findings, err = trusted.VerifyChain(ctx, s, ref.App, provenance.ChainOptions{SkipBytes: skipBytes, Floor: m, Listed: run.listed, Checked: run.checked})
 			} else {
 				var f provenance.Finding
 				f, err = trusted.VerifyRef(ctx, s, ref)
