@@ -11,8 +11,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"sync"
 	"strings"
+	"sync"
 
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 	"golang.org/x/sync/errgroup"

@@ -46,4 +46,6 @@ func (l *longRun) report(format string, a ...any) {
 func (l *longRun) listed(n int) { l.report("listed %d releases so far", n) }
 
 // checked reports how many releases' bytes were checked.
-func (l *longRun) checked(done, total int) { l.report("checked the bytes of %d of %d releases", done, total) }
+func (l *longRun) checked(done, total int) {
+	l.report("checked the bytes of %d of %d releases", done, total)
+}

@@ -11,8 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 
