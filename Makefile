@@ -31,17 +31,21 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/bucketops ./cmd/bucketops-bridge
 
 # The CLI alone, as CI jobs download it: no Argo CD client, no KMS clients
-# (cmd/bucketops's TestCLIStaysLean holds it under 25 MB).
+# (cmd/bucketops's TestCLIStaysLean holds it under 26 MB).
 cli:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/bucketops
 
 # The bridge in local mode with the apps under examples/ published.
-# Its stdout is the export lines only (logs go to stderr); they are kept in
-# $(BIN)/local.env for a second terminal.
+# Its stdout is the export lines only (logs go to stderr); the bridge also
+# writes them to $(BIN)/local.env for a second terminal, once it listens
+# (a second make run that can't bind fails and leaves the file alone).
+# DATA=dir keeps the bucket, the token and the addresses across restarts.
 run: build
-	$(BIN)/bucketops-bridge --listen $(LISTEN) --seed examples $(if $(DATA),--data $(DATA)) | tee $(BIN)/local.env
+	$(BIN)/bucketops-bridge --listen $(LISTEN) --seed examples --env-file $(BIN)/local.env $(if $(DATA),--data $(DATA))
 
+# git: the CI recipes' test clones the working tree as bucketops' source.
 test:
+	$(call apt_install,command -v git >/dev/null,git)
 	$(GO) test -race -count=1 ./...
 
 # The auditors' pages in a real browser: Debian's chromium (installed with

@@ -11,6 +11,16 @@
 // again. The format of a commit (release.json, its identities, message
 // and trailers) is frozen by golden SHAs in the tests; changing it
 // orphans every SHA Argo CD has recorded.
+//
+// So the format is versioned by the bucket: each release's
+// bucketops-format (store.Release.Format) says which format its commit
+// has. Format 1 (no bucketops-format: releases published before it) is
+// the original. Format 2 adds, after the original trailers, a
+// Bucketops-Source trailer and, when the source names a git commit
+// (ParseSource), the Argocd-reference-commit-repourl and -sha trailers
+// that Argo CD 3.x parses into the revision's references. A format this
+// version doesn't know is built as the newest it knows. A new format
+// comes with a new bucketops-format value and golden SHAs of its own.
 package gitview
 
 import (
@@ -19,6 +29,8 @@ import (
 	"errors"
 	"fmt"
 	"net/mail"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -187,7 +199,95 @@ func message(rel store.Release) string {
 	if rel.Origin != "" {
 		b.WriteString("Bucketops-Origin: " + rel.Origin + "\n")
 	}
+	if rel.Format >= 2 {
+		writeSource(&b, rel.Source)
+	}
 	return b.String()
+}
+
+// writeSource writes the trailers of format 2: Bucketops-Source, and when
+// the source names a git commit, the Argocd-reference-commit-* trailers
+// Argo CD (v3.1 and later) parses into a revision's references: the sha,
+// and the repository when the source gives it as a URL. The author, date,
+// subject and body of that commit are not in the bucket, so they are not
+// written.
+func writeSource(b *strings.Builder, source string) {
+	source = strings.Join(strings.Fields(source), " ")
+	if source == "" {
+		return
+	}
+	b.WriteString("Bucketops-Source: " + source + "\n")
+	c, ok := ParseSource(source)
+	if !ok {
+		return
+	}
+	if c.RepoURL != "" {
+		b.WriteString("Argocd-reference-commit-repourl: " + c.RepoURL + "\n")
+	}
+	b.WriteString("Argocd-reference-commit-sha: " + c.SHA + "\n")
+}
+
+// SourceCommit is the git commit a release's source names.
+type SourceCommit struct {
+	// RepoURL is the repository's URL, empty when the source names the
+	// repository otherwise (acme/payments, git@host:path).
+	RepoURL string
+	// SHA is the commit's hex name, lowercase: 7 to 40 digits, full or
+	// abbreviated, as Argo CD accepts it.
+	SHA string
+}
+
+// ParseSource reads the git commit a bucketops-source names, in one of
+// the forms CI gives it:
+//
+//   - a commit URL: http(s)://HOST/REPO/commit/SHA (GitHub, Gitea),
+//     …/REPO/-/commit/SHA (GitLab), …/REPO/commits/SHA (Bitbucket); the
+//     repository URL is what comes before /commit;
+//   - REPO@SHA, bucketops push's default from the CI variables
+//     (acme/payments@0123abc…); REPO is the repository URL when it is one
+//     (https://, http://, ssh://, git://), else only the SHA is known;
+//   - a bare SHA.
+//
+// Anything else (a pipeline URL, free text) names no commit.
+func ParseSource(source string) (SourceCommit, bool) {
+	if u, err := url.Parse(source); err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" && u.RawQuery == "" && u.Fragment == "" {
+		path := strings.TrimSuffix(u.Path, "/")
+		i := strings.LastIndex(path, "/")
+		sha, rest := path[i+1:], path[:max(i, 0)]
+		for _, marker := range []string{"/-/commit", "/commit", "/commits"} {
+			if repo, ok := strings.CutSuffix(rest, marker); ok && repo != "" && isSHA(sha) {
+				return SourceCommit{RepoURL: u.Scheme + "://" + u.Host + repo, SHA: strings.ToLower(sha)}, true
+			}
+		}
+	}
+	if i := strings.LastIndex(source, "@"); i >= 0 {
+		repo, sha := source[:i], source[i+1:]
+		if repo == "" || !isSHA(sha) || strings.ContainsAny(repo, " \t") {
+			return SourceCommit{}, false
+		}
+		c := SourceCommit{SHA: strings.ToLower(sha)}
+		if u, err := url.Parse(repo); err == nil && u.Host != "" && slices.Contains([]string{"https", "http", "ssh", "git"}, u.Scheme) {
+			c.RepoURL = repo
+		}
+		return c, true
+	}
+	if isSHA(source) {
+		return SourceCommit{SHA: strings.ToLower(source)}, true
+	}
+	return SourceCommit{}, false
+}
+
+// isSHA reports whether s is a commit's hex name, full or abbreviated.
+func isSHA(s string) bool {
+	if len(s) < 7 || len(s) > 40 {
+		return false
+	}
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
 }
 
 // Chain computes the commit SHAs of an app's releases given oldest first:

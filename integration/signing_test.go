@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -53,15 +54,20 @@ rules:
 	if ok, detail := hasValue(t, "signed-web", "v1")(); !ok {
 		t.Fatal(detail)
 	}
+	good := headOf(t, "signed/web")
 
 	out, code := push(t, "signed/web", release(t, "signed-web", "v2", "s3cr3t"), "--sequence", "2")
 	if code != 5 {
 		t.Errorf("unsigned push --wait: exit %d, want 5 (not deployed)\n%s", code, out)
 	}
-	waitForCondition(t, "signed-web", "untrusted_release", "missing_signature")
+	// The condition names the release, the rule and what to do.
+	unsigned := headOf(t, "signed/web")
+	waitForCondition(t, "signed-web", fmt.Sprintf("signed/web@%d: not signed, and trust rule %q accepts only releases signed by its keys; "+
+		"publish it signed: bucketops push signed/web DIR --sign-key KEY [untrusted_release: missing_signature]", unsigned.Generation, "signed"))
 	if ok, detail := hasValue(t, "signed-web", "v1")(); !ok {
 		t.Errorf("the signed release is no longer live: %s", detail)
 	}
+	lastDeployed(t, "signed-web", good.Commit)
 	if sec, _ := st.kube.secretData("signed-web", "credentials"); sec["password"] != "s3cr3t" {
 		t.Errorf("the Secret changed or was pruned: %v", sec)
 	}
@@ -83,13 +89,39 @@ rules:
 	// and link verify; the rollback floor refuses it, on the real Argo CD,
 	// and v3 stays live.
 	rollBackBehindCLI(t, "signed/web")
-	waitForCondition(t, "signed-web", "rollback_refused", "rollback floor")
+	waitForCondition(t, "signed-web", "older than the app's rollback floor signed/web@", "publish a signed rollback: bucketops rollback signed/web --to GEN --sign-key KEY", "[rollback_refused]")
 	if ok, detail := hasValue(t, "signed-web", "v3")(); !ok {
 		t.Errorf("the rolled back head replaced the newer release: %s", detail)
 	}
 	vout, verr, vcode = st.bucketops("", "verify", "signed/web", "--chain", "--trust-policy", trust)
 	if vcode != 7 || !strings.Contains(vout, "truncated") || !strings.Contains(vout, "rollback") {
 		t.Errorf("verify --chain after the rollback: exit %d %s%s, want 7 naming truncated and rollback", vcode, vout, verr)
+	}
+}
+
+// headOf is app's newest release, as bucketops log shows it.
+func headOf(t *testing.T, app string) releaseLog {
+	t.Helper()
+	out, errOut, code := st.bucketops("", "log", app, "-o", "json", "--limit", "1")
+	var l []releaseLog
+	if code != 0 || json.Unmarshal([]byte(out), &l) != nil || len(l) == 0 {
+		t.Fatalf("log %s: exit %d %s%s", app, code, out, errOut)
+	}
+	return l[0]
+}
+
+// lastDeployed checks that the Application's last sync, in its History,
+// is still the commit of the release it ran before a refusal.
+func lastDeployed(t *testing.T, name, commit string) {
+	t.Helper()
+	a, err := st.kube.application(name)
+	switch {
+	case err != nil:
+		t.Error(err)
+	case len(a.Status.History) == 0:
+		t.Errorf("%s: no History", name)
+	case a.Status.History[len(a.Status.History)-1].Revision != commit:
+		t.Errorf("%s: last deployed %s, want %s (the last good release's commit)", name, a.Status.History[len(a.Status.History)-1].Revision, commit)
 	}
 }
 

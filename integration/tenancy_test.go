@@ -177,6 +177,26 @@ items:
 			t.Errorf("the wrapped Secret reached kube-system: %v", d)
 		}
 	})
+
+	t.Run("a release of team A's app that puts an object in team B's namespace is refused, and team A keeps its last good release", func(t *testing.T) {
+		good := headOf(t, "tenants/team-a/app")
+		// Published without the CLI's policy check, as any writer of the
+		// prefix can.
+		dir := dirOf(map[string]string{"cm.yaml": configMap("team-b", "settings", "a2"), "secret.yaml": secretA})
+		if out, code := push(t, "tenants/team-a/app", dir); code == 0 {
+			t.Errorf("push --wait of a release the policy refuses: exit 0, want not deployed\n%s", out)
+		}
+		bad := headOf(t, "tenants/team-a/app")
+		waitForCondition(t, "tenant-a", fmt.Sprintf("tenants/team-a/app@%d: refused by tenancy policy rule %q: ConfigMap team-b/settings (cm.yaml) is in namespace \"team-b\"; "+
+			"the rule allows \"team-a\": move it to one of those, or add the namespace to the rule [policy_namespace]", bad.Generation, "tenants/team-a"))
+		if d, _ := st.kube.configMapData("team-b", "settings"); d != nil {
+			t.Errorf("the refused ConfigMap reached team B's namespace: %v", d)
+		}
+		if ok, detail := hasValue(t, "team-a", "a1")(); !ok {
+			t.Errorf("team A's last good release is no longer live: %s", detail)
+		}
+		lastDeployed(t, "tenant-a", good.Commit)
+	})
 }
 
 // publishBehindCLI publishes stream as app's release straight to the bucket

@@ -58,7 +58,7 @@ func (r *Rule) CheckDestination(app string, objs []render.Object, destination st
 	}
 	for _, o := range objs {
 		if o.Namespace == "" && !IsClusterScoped(o.Kind) && !r.allowsNamespace(destination) {
-			return r.deny(app, ReasonNamespace, fmt.Sprintf("%s (%s) has no namespace and would land in the Application's destination namespace %q; the rule allows %s", o, o.Source, destination, list(r.Namespaces)))
+			return r.deny(app, ReasonNamespace, fmt.Sprintf("%s (%s) has no namespace and would land in the Application's destination namespace %q; the rule allows %s: give it one of those namespaces, or deploy it with an Application whose destination is one", o, o.Source, destination, list(r.Namespaces)))
 		}
 	}
 	return nil
@@ -80,12 +80,12 @@ func (r *Rule) checkObject(app string, o render.Object, destination string) erro
 		return r.deny(app, ReasonPlaintextSecret, where+" is a Secret in clear text; encrypt it with sops (--encrypted-regex '^(data|stringData)$'), or set allowPlaintextSecrets on the rule")
 	case IsClusterScoped(o.Kind):
 		if !r.AllowClusterScoped {
-			return r.deny(app, ReasonClusterScoped, where+" is cluster-scoped; the rule doesn't set allowClusterScoped")
+			return r.deny(app, ReasonClusterScoped, where+" is cluster-scoped; the rule doesn't set allowClusterScoped: take it out of the release (the platform team applies cluster-scoped objects), or set allowClusterScoped on the rule")
 		}
 		return nil
 	case o.Namespace != "":
 		if !r.allowsNamespace(o.Namespace) {
-			return r.deny(app, ReasonNamespace, fmt.Sprintf("%s is in namespace %q; the rule allows %s", where, o.Namespace, list(r.Namespaces)))
+			return r.deny(app, ReasonNamespace, fmt.Sprintf("%s is in namespace %q; the rule allows %s: move it to one of those, or add the namespace to the rule", where, o.Namespace, list(r.Namespaces)))
 		}
 	}
 	return r.CheckDestination(app, []render.Object{o}, destination)
@@ -97,7 +97,7 @@ func (r *Rule) checkEncrypted(app string, o render.Object, where string) error {
 	}
 	for _, k := range o.MetadataKeys() {
 		if !slices.Contains(encryptedMetadata, k) {
-			return r.deny(app, ReasonEncrypted, fmt.Sprintf("%s: an encrypted document's metadata may hold only %s, not %q (the SOPS MAC doesn't cover key names)", where, strings.Join(encryptedMetadata, ", "), k))
+			return r.deny(app, ReasonEncrypted, fmt.Sprintf("%s: an encrypted document's metadata may hold only %s, not %q (the SOPS MAC doesn't cover key names): encrypt the document again from its plain form, with sops --encrypted-regex '^(data|stringData)$'", where, strings.Join(encryptedMetadata, ", "), k))
 		}
 	}
 	keys := o.MasterKeys()
@@ -110,7 +110,7 @@ func (r *Rule) checkEncrypted(app string, o render.Object, where string) error {
 	for i, k := range keys {
 		names[i] = Key{Type: k.Type, ID: k.ID}.String()
 	}
-	return r.deny(app, ReasonKey, fmt.Sprintf("%s is encrypted for %s, none of which the rule's decryptionKeys allow (%s); encrypt it for a key of this prefix", where, orNone(names), list(r.DecryptionKeys)))
+	return r.deny(app, ReasonKey, fmt.Sprintf("%s is encrypted for %s, none of which the rule's decryptionKeys allow (%s); encrypt it for a key of this prefix (sops updatekeys after naming one in .sops.yaml), or add the key to the rule", where, orNone(names), list(r.DecryptionKeys)))
 }
 
 func orNone(s []string) string {

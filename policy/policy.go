@@ -19,6 +19,8 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -175,11 +177,109 @@ func Parse(data []byte) (*Policy, error) {
 }
 
 // DecodeStrict decodes a policy file's YAML into v, refusing a field v
-// doesn't have: a misspelt key must not silently mean its default.
+// doesn't have: a misspelt key must not silently mean its default. An
+// unknown field is named with its line, the closest known field as a
+// suggestion, and the fields that are known there.
 func DecodeStrict(data []byte, v any) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	return dec.Decode(v)
+	err := dec.Decode(v)
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	fields := yamlFields(reflect.TypeOf(v), map[string][]string{})
+	msgs := make([]string, len(te.Errors))
+	for i, e := range te.Errors {
+		msgs[i] = e
+		m := unknownField.FindStringSubmatch(e)
+		if m == nil {
+			continue
+		}
+		known := fields[m[3]]
+		msg := fmt.Sprintf("line %s: unknown field %q", m[1], m[2])
+		if best := closest(m[2], known); best != "" {
+			msg += fmt.Sprintf(": did you mean %q?", best)
+		}
+		if len(known) > 0 {
+			msg += " (known here: " + strings.Join(known, ", ") + ")"
+		}
+		msgs[i] = msg
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// unknownField is how yaml.v3 words a field KnownFields refused.
+var unknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in type (\S+)$`)
+
+// yamlFields maps each struct type reachable from t, by the name yaml.v3
+// gives it in errors, to its fields' YAML names.
+func yamlFields(t reflect.Type, out map[string][]string) map[string][]string {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return out
+	}
+	if _, seen := out[t.String()]; seen {
+		return out
+	}
+	out[t.String()] = nil
+	var names []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		names = append(names, name)
+		yamlFields(f.Type, out)
+	}
+	out[t.String()] = names
+	return out
+}
+
+// closest is the name nearest to s, within two edits (or a case or a
+// plural apart), or "".
+func closest(s string, names []string) string {
+	best, bestD := "", 3
+	for _, n := range names {
+		d := editDistance(strings.ToLower(s), strings.ToLower(n))
+		if strings.EqualFold(s+"s", n) || strings.EqualFold(s, n+"s") {
+			d = min(d, 1)
+		}
+		if d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // Load reads and parses the policy file at name.
@@ -258,9 +358,9 @@ func (r *Rule) CheckProject(app, project string) error {
 		return nil
 	}
 	if project == "" {
-		return r.deny(app, ReasonProject, "the Argo CD project of the Application is unknown, and only projects "+list(r.Projects)+" may deploy this app")
+		return r.deny(app, ReasonProject, "the Argo CD project of the Application is unknown, and only projects "+list(r.Projects)+" may deploy this app: deploy it from an Application of one of them")
 	}
-	return r.deny(app, ReasonProject, fmt.Sprintf("Argo CD project %q may not deploy this app; only %s may", project, list(r.Projects)))
+	return r.deny(app, ReasonProject, fmt.Sprintf("Argo CD project %q may not deploy this app; only %s may: move the Application to one of those projects, or add the project to the rule", project, list(r.Projects)))
 }
 
 // allowsNamespace reports whether ns matches one of the rule's namespaces.
@@ -290,7 +390,7 @@ func (p *Policy) CheckCopy(src, dst string) error {
 			return nil
 		}
 	}
-	return r.deny(dst, ReasonCopy, fmt.Sprintf("releases of %s may not be copied here; the rule allows copies from its own prefix and from promoteFrom %s", src, list(r.PromoteFrom)))
+	return r.deny(dst, ReasonCopy, fmt.Sprintf("releases of %s may not be copied here; the rule allows copies from its own prefix and from promoteFrom %s: publish the release here with bucketops push, or add %s's prefix to the rule's promoteFrom", src, list(r.PromoteFrom), src))
 }
 
 func (r *Rule) deny(app, reason, detail string) *Violation {

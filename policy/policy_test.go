@@ -68,7 +68,7 @@ func TestRulesMatchWholeSegmentsLongestFirst(t *testing.T) {
 func TestParseReportsEveryProblem(t *testing.T) {
 	for name, tc := range map[string]struct{ text, want string }{
 		"no rules":             {"rules: []\n", "no rules"},
-		"unknown field":        {"rules:\n  - prefix: a\n    project: [x]\n", "field project not found"},
+		"unknown field":        {"rules:\n  - prefix: a\n    project: [x]\n", `unknown field "project": did you mean "projects"?`},
 		"no projects":          {"rules:\n  - prefix: a\n    namespaces: [a]\n", "no projects"},
 		"no namespaces":        {"rules:\n  - prefix: a\n    projects: [a]\n", "no namespaces"},
 		"bad prefix":           {"rules:\n  - prefix: ../a\n    projects: [a]\n    namespaces: [a]\n", `".."`},
@@ -182,5 +182,28 @@ func TestProjectsAndCopies(t *testing.T) {
 		if (err == nil) != tc.ok {
 			t.Errorf("copy %s to %s: %v, want allowed=%v", tc.src, tc.dst, err, tc.ok)
 		}
+	}
+}
+
+// TestMisspeltFieldIsNamedWithASuggestion: a typo in the policy file is
+// an error naming the line, the field as written, the field meant and the
+// fields a rule has, not a Go type name.
+func TestMisspeltFieldIsNamedWithASuggestion(t *testing.T) {
+	_, err := policy.Parse([]byte("rules:\n  - prefix: team-a/\n    namespace: [team-a]\n  - prefix: team-b/\n    allowClusterscoped: true\n    colour: blue\n"))
+	if err == nil {
+		t.Fatal("a policy with misspelt fields parsed")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		`line 3: unknown field "namespace": did you mean "namespaces"?`,
+		`line 5: unknown field "allowClusterscoped": did you mean "allowClusterScoped"?`,
+		`line 6: unknown field "colour" (known here: prefix, projects, namespaces,`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q\ndoes not say %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "policy.Rule") {
+		t.Errorf("error %q names a Go type", msg)
 	}
 }

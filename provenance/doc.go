@@ -2,7 +2,8 @@
 // signs for each release, the envelope that carries it, the keys that sign
 // (an Ed25519 key file, a Cloud KMS key) and the verification of one
 // release, or of an app's whole history, against the keys a trust policy
-// names.
+// names, and the status of each release's signature that the CLI and the
+// auditors' pages show (Judge).
 //
 // The contract. Every signed release carries, in its own object's
 // bucketops-signature metadata, a DSSE envelope (payload type

@@ -64,7 +64,7 @@ rules:
 
 	for name, tc := range map[string]struct{ doc, want string }{
 		"no rules":            {"keys: {}\n", "no rules"},
-		"unknown field":       {"rules:\n  - prefix: a\n    require: signed\n    key: [x]\n", "field key not found"},
+		"unknown field":       {"rules:\n  - prefix: a\n    require: signed\n    key: [x]\n", `unknown field "key": did you mean "keys"?`},
 		"unknown key name":    {"keys: {}\nrules:\n  - prefix: a\n    require: signed\n    keys: [ci]\n", `key "ci" is not one of the policy's keys`},
 		"signed without keys": {"rules:\n  - prefix: a\n    require: signed\n", "require signed but no keys"},
 		"bad require":         {"rules:\n  - prefix: a\n    require: always\n", `require "always": say signed, warn or off`},

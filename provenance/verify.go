@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 	"golang.org/x/sync/errgroup"
@@ -299,6 +300,11 @@ type ChainOptions struct {
 	// when the bridge has accepted none): the chain must still hold it and
 	// the head must descend from it.
 	Floor floor.Mark
+	// Listed, when not nil, hears how many releases the history listing
+	// has given so far; Checked how many of total releases' bytes have
+	// been read and hashed. Both are called from one goroutine at a time.
+	Listed  func(n int)
+	Checked func(done, total int)
 }
 
 // VerifyChain verifies every release of app, oldest first, and the chain
@@ -308,7 +314,7 @@ type ChainOptions struct {
 // finding for its generation, after the releases) and the head must
 // descend from it (else the head's finding is a Rollback).
 func (k Keys) VerifyChain(ctx context.Context, s *store.Store, app string, opts ChainOptions) ([]Finding, error) {
-	hist, err := s.History(ctx, app, store.HistoryOptions{})
+	hist, err := s.History(ctx, app, store.HistoryOptions{Listed: opts.Listed})
 	if err != nil {
 		return nil, err
 	}
@@ -320,11 +326,22 @@ func (k Keys) VerifyChain(ctx context.Context, s *store.Store, app string, opts 
 	if !opts.SkipBytes {
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(cmp.Or(opts.Parallel, 16))
+		var mu sync.Mutex
+		done := 0
 		for i, r := range hist {
 			if !findings[i].OK() {
 				continue
 			}
-			g.Go(func() error { return findings[i].readBytes(gctx, s, r) })
+			g.Go(func() error {
+				err := findings[i].readBytes(gctx, s, r)
+				if opts.Checked != nil {
+					mu.Lock()
+					done++
+					opts.Checked(done, len(hist))
+					mu.Unlock()
+				}
+				return err
+			})
 		}
 		if err := g.Wait(); err != nil {
 			return nil, err

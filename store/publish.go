@@ -292,10 +292,9 @@ func (s *Store) publish(ctx context.Context, app string, p Publication, digest s
 		case errors.Is(err, ErrConflict):
 			// Another writer won the race: read its head and decide again.
 			s.log.Debug("head moved, retrying", "app", app, "attempt", attempt)
-		case ctx.Err() == nil && storage.ShouldRetry(err):
+		case ctx.Err() == nil && s.shouldRetry(err):
 			// Throttled (GCS allows about one write per second per object)
 			// or unavailable: back off, then read the head again.
-			s.retries.Add(1)
 			uncertain = true
 			s.log.Debug("write failed, retrying", "app", app, "attempt", attempt, "error", err)
 		case p.Retention != nil && HTTPStatus(err) == http.StatusBadRequest:
@@ -354,7 +353,8 @@ func newPublishID() (string, error) {
 }
 
 func metadata(digest string, seq uint64, id string, p Publication) map[string]string {
-	m := map[string]string{metaDigest: digest, metaKind: p.Kind, metaResources: strconv.Itoa(p.Resources), metaPublishID: id, metaSize: strconv.FormatInt(p.size, 10)}
+	m := map[string]string{metaDigest: digest, metaKind: p.Kind, metaResources: strconv.Itoa(p.Resources), metaPublishID: id, metaSize: strconv.FormatInt(p.size, 10),
+		metaFormat: strconv.Itoa(Format)}
 	set := func(k, v string) {
 		if v != "" {
 			m[k] = v

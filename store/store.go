@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"cloud.google.com/go/storage"
@@ -94,7 +95,17 @@ const (
 	metaSignature = "bucketops-signature"
 	metaLabels    = "bucketops-labels"
 	metaSize      = "bucketops-size"
+	metaFormat    = "bucketops-format"
 )
+
+// Format is the release format a publish records in bucketops-format: the
+// version of what readers may derive from a release's metadata, so that a
+// reader whose output must never change for a release already published
+// (the git view's commits, whose SHAs Argo CD records) can tell old
+// releases from new ones by the bucket alone. Releases from before it was
+// recorded have none (Release.Format 0). Format 2: the git view's commit
+// carries the release's source in trailers (package gitview).
+const Format = 2
 
 // Release describes one generation of an app's object, from its attributes.
 type Release struct {
@@ -131,6 +142,10 @@ type Release struct {
 	Signature string `json:"-"`
 	// Current is true for the head, false for a noncurrent generation.
 	Current bool `json:"current"`
+	// Format is the release's bucketops-format (Format when published by
+	// this version), 0 for a release from before it was recorded or one
+	// whose value isn't a positive number.
+	Format int `json:"format,omitempty"`
 	// RetainUntil and RetentionMode are the generation's Object
 	// Retention, when it has one: it can't be deleted before then.
 	RetainUntil   time.Time `json:"retain_until,omitzero"`
@@ -182,6 +197,10 @@ type Store struct {
 	log     *slog.Logger
 	backoff gax.Backoff
 	retries atomic.Int64
+	// onRetry hears every retried error; failFast refuses to retry a
+	// refused connection.
+	onRetry  func(error)
+	failFast bool
 }
 
 // Option configures optional behaviour of a Store, mostly for tests.
@@ -190,11 +209,36 @@ type Option func(*Store)
 // WithBackoff sets the back-off used on 429/503 and on contended writes.
 func WithBackoff(b gax.Backoff) Option { return func(s *Store) { s.backoff = b } }
 
+// WithRetryNotice calls fn with each error a request is retried on, so a
+// command line can say what it is waiting for.
+func WithRetryNotice(fn func(error)) Option { return func(s *Store) { s.onRetry = fn } }
+
+// FailFastOnRefused gives up at once when nothing listens where GCS (or
+// the emulator) should be, rather than retrying until the deadline: what
+// a person at a terminal wants; a server keeps retrying.
+func FailFastOnRefused() Option { return func(s *Store) { s.failFast = true } }
+
+// shouldRetry is the retry decision of every request: GCS's own
+// (429, 5xx, network errors), counted and reported.
+func (s *Store) shouldRetry(err error) bool {
+	if s.failFast && errors.Is(err, syscall.ECONNREFUSED) {
+		return false
+	}
+	retry := storage.ShouldRetry(err)
+	if retry {
+		s.retries.Add(1)
+		s.log.Debug("retrying GCS request", "error", err)
+		if s.onRetry != nil {
+			s.onRetry(err)
+		}
+	}
+	return retry
+}
+
 // New returns a Store for loc through client. The logger must not be nil.
 func New(client *storage.Client, loc Location, log *slog.Logger, opts ...Option) *Store {
 	s := &Store{
 		client:  client,
-		bucket:  client.Bucket(loc.Bucket),
 		loc:     loc,
 		log:     log,
 		backoff: gax.Backoff{Initial: 200 * time.Millisecond, Max: 10 * time.Second, Multiplier: 2},
@@ -202,6 +246,8 @@ func New(client *storage.Client, loc Location, log *slog.Logger, opts ...Option)
 	for _, o := range opts {
 		o(s)
 	}
+	// Listings retry as the object calls do.
+	s.bucket = client.Bucket(loc.Bucket).Retryer(storage.WithBackoff(s.backoff), storage.WithErrorFunc(s.shouldRetry))
 	return s
 }
 
@@ -245,14 +291,7 @@ func (s *Store) object(app string) *storage.ObjectHandle {
 	return s.bucket.Object(s.objectName(app)).Retryer(
 		storage.WithBackoff(s.backoff),
 		storage.WithPolicy(storage.RetryIdempotent),
-		storage.WithErrorFunc(func(err error) bool {
-			retry := storage.ShouldRetry(err)
-			if retry {
-				s.retries.Add(1)
-				s.log.Debug("retrying GCS request", "error", err)
-			}
-			return retry
-		}),
+		storage.WithErrorFunc(s.shouldRetry),
 	)
 }
 
@@ -361,6 +400,9 @@ type HistoryOptions struct {
 	// Before returns only generations lower than this one (the previous
 	// page's last generation); 0 starts at the head.
 	Before int64
+	// Listed, when not nil, hears how many versions the listing has given
+	// so far, every 1,000 (a long history is one request per 1,000).
+	Listed func(n int)
 }
 
 // History returns app's releases, newest first, including noncurrent
@@ -387,8 +429,12 @@ func (s *Store) History(ctx context.Context, app string, opts HistoryOptions) ([
 	}
 	page := &newest{limit: opts.Limit}
 	seen := false
+	n := 0
 	err := s.versions(ctx, app, func(r Release) bool {
 		seen = true
+		if n++; opts.Listed != nil && n%1000 == 0 {
+			opts.Listed(n)
+		}
 		if opts.Before == 0 || r.Generation < opts.Before {
 			page.add(r)
 		}
@@ -548,6 +594,9 @@ func (s *Store) release(app string, attrs *storage.ObjectAttrs, current bool) Re
 	}
 	if v, err := strconv.Atoi(m[metaResources]); err == nil {
 		r.Resources = v
+	}
+	if v, err := strconv.Atoi(m[metaFormat]); err == nil && v > 0 {
+		r.Format = v
 	}
 	if v, err := strconv.ParseInt(m[metaSize], 10, 64); err == nil && v >= 0 {
 		r.Size, r.sizeRecorded = v, true

@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
 
+	"github.com/bucketops/bucketops/provenance"
 	"github.com/bucketops/bucketops/render/sopstest"
 )
 
@@ -37,7 +38,11 @@ func TestAuditorWalk(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	env, stop := startLocalBridge(t, filepath.Join(bin, "bucketops-bridge"))
+	// Signing: a key the bridge's trust policy trusts for prod/signed, and
+	// another it doesn't; every other app is left unverified.
+	keyDir := t.TempDir()
+	signing, trustPolicy := signingSetup(t, keyDir)
+	env, stop := startLocalBridge(t, filepath.Join(bin, "bucketops-bridge"), "--trust-policy", trustPolicy)
 	defer stop()
 	cli := func(stdin string, args ...string) string {
 		t.Helper()
@@ -66,6 +71,11 @@ func TestAuditorWalk(t *testing.T) {
 	for i := 1; i <= 60; i++ {
 		cli(cm("api", fmt.Sprint(i)), "push", "prod/api", "-", "--sequence", fmt.Sprint(i), "--author", "ci-bot")
 	}
+	// prod/signed: a verified release, an unsigned one, and one signed by a
+	// key the policy doesn't trust.
+	cli(cm("signed", "1"), "push", "prod/signed", "-", "--sequence", "1", "--sign-key", signing["ci"])
+	cli(cm("signed", "2"), "push", "prod/signed", "-", "--sequence", "2")
+	cli(cm("signed", "3"), "push", "prod/signed", "-", "--sequence", "3", "--sign-key", signing["intruder"])
 	var token, base string
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "BUCKETOPS_TOKEN_FILE="); ok {
@@ -151,6 +161,19 @@ func TestAuditorWalk(t *testing.T) {
 		t.Errorf("the timeline's deploy column without Argo CD: %q", s)
 	}
 	check("3-timeline")
+
+	// Each release's signature, judged by the bridge's trust policy.
+	must(t, chromedp.Do(ctx, chromedp.Navigate(base+"/ui/apps/prod/signed/-/releases"), chromedp.WaitVisible(chromedp.ID("timeline"))))
+	if s := text("#timeline"); strings.Count(s, "verified (ci)") != 1 || strings.Count(s, "unsigned") != 1 || strings.Count(s, "broken: unknown_key") != 1 {
+		t.Errorf("the signed app's timeline labels its releases %q, want one verified (ci), one unsigned, one broken: unknown_key", s)
+	}
+	if s := text("#timeline"); strings.Contains(s, "not checked") {
+		t.Errorf("a release under require: signed is not checked: %q", s)
+	}
+	must(t, chromedp.Do(ctx, chromedp.Navigate(base+"/ui/apps/prod/payments/-/releases"), chromedp.WaitVisible(chromedp.ID("timeline"))))
+	if s := text("#timeline"); strings.Count(s, "not checked") != 2 {
+		t.Errorf("under require: off, the timeline labels the releases %q, want not checked", s)
+	}
 
 	// The apps, as a tree.
 	must(t, chromedp.Do(ctx, chromedp.Navigate(base+"/ui/apps"), chromedp.WaitVisible(chromedp.CSS(".app-link"))))
@@ -245,6 +268,36 @@ func TestAuditorWalk(t *testing.T) {
 		chromedp.Navigate(base+"/ui/apps"), chromedp.WaitVisible(chromedp.ID("token"))))
 }
 
+// signingSetup writes two signing keys to dir, ci and intruder, and a
+// trust policy that requires ci's signature under prod/signed and leaves
+// every other app unverified. It returns the private key files by name
+// and the policy file.
+func signingSetup(t *testing.T, dir string) (map[string]string, string) {
+	t.Helper()
+	keys := map[string]string{}
+	var ciPub []byte
+	for _, name := range []string{"ci", "intruder"} {
+		priv, pub, err := provenance.GenerateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[name] = filepath.Join(dir, name+".key")
+		if err := os.WriteFile(keys[name], priv, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if name == "ci" {
+			ciPub = pub
+		}
+	}
+	policy := filepath.Join(dir, "trust.yaml")
+	doc := "keys:\n  ci: |\n    " + strings.ReplaceAll(strings.TrimSpace(string(ciPub)), "\n", "\n    ") +
+		"\nrules:\n  - {prefix: prod/signed, require: signed, keys: [ci]}\n  - {prefix: \"\", require: \"off\"}\n"
+	if err := os.WriteFile(policy, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return keys, policy
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -254,9 +307,9 @@ func must(t *testing.T, err error) {
 
 // startLocalBridge runs the bridge in local mode on a free port and returns
 // its export lines; stop kills it by PID.
-func startLocalBridge(t *testing.T, bin string) ([]string, func()) {
+func startLocalBridge(t *testing.T, bin string, args ...string) ([]string, func()) {
 	t.Helper()
-	cmd := exec.Command(bin, "--listen", "127.0.0.1:0")
+	cmd := exec.Command(bin, append([]string{"--listen", "127.0.0.1:0"}, args...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

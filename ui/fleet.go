@@ -44,6 +44,20 @@ func (n *newestPublishes) add(r store.Release) {
 	}
 }
 
+// admits reports whether add would keep r, as things stand.
+func (n *newestPublishes) admits(r store.Release) bool {
+	return len(n.rs) < n.limit || newer(r, n.rs[0]) > 0
+}
+
+// full reports whether n holds limit releases, and then the oldest of
+// them: the one the next release it admits replaces.
+func (n *newestPublishes) full() (store.Release, bool) {
+	if len(n.rs) < n.limit || len(n.rs) == 0 {
+		return store.Release{}, false
+	}
+	return n.rs[0], true
+}
+
 // sorted returns the releases kept, newest first.
 func (n *newestPublishes) sorted() []store.Release {
 	slices.SortFunc(n.rs, func(a, b store.Release) int { return newer(b, a) })

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bucketops/bucketops/provenance"
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/store"
 )
@@ -250,13 +251,17 @@ func (u *UI) timeline(w http.ResponseWriter, r *http.Request, app string) {
 	type row struct {
 		store.Release
 		Previous int64
+		// SignatureStatus is judged from the listing (signatures.listed).
+		SignatureStatus provenance.Status
 	}
 	rows := make([]row, 0, end-start)
+	judge, policy := u.signatures.judge()
 	for i := start; i < end; i++ {
 		rw := row{Release: rels[i]}
 		if i+1 < len(rels) {
 			rw.Previous = rels[i+1].Generation
 		}
+		rw.SignatureStatus = u.signatures.listed(judge, policy, rels[i], rels)
 		rows = append(rows, rw)
 	}
 	u.renderPage(w, r, http.StatusOK, "timeline", page{Title: app, Who: who(r), Permalink: r.URL.RequestURI(),
@@ -321,16 +326,24 @@ func (u *UI) release(w http.ResponseWriter, r *http.Request, app string, gen int
 	}
 	// The release before this one, for "compare with previous".
 	var previous int64
-	if rels, err := u.histories.get(r.Context(), app); err == nil {
+	rels, histErr := u.histories.get(r.Context(), app)
+	if histErr == nil {
 		for i, x := range rels {
 			if x.Generation == gen && i+1 < len(rels) {
 				previous = rels[i+1].Generation
 			}
 		}
 	}
+	// Its signature, the bytes read above checked too, the link judged from
+	// the same history.
+	judge, _ := u.signatures.judge()
+	sig := judge.Read(rel, rels, data)
+	if histErr != nil && judge.Checks() {
+		sig = provenance.Status{State: provenance.StateNotChecked, Detail: "the app's history could not be read: try again in a moment"}
+	}
 	u.renderPage(w, r, http.StatusOK, "release", page{Title: ref.String(), Who: who(r), Permalink: r.URL.RequestURI(),
 		CLI:  "bucketops show " + ref.String(),
-		Data: map[string]any{"Release": rel, "Objects": objs, "Problem": problem, "Previous": previous, "Deploys": u.deploysOf(r.Context(), app, []store.Release{rel})}})
+		Data: map[string]any{"Release": rel, "Objects": objs, "Problem": problem, "Previous": previous, "Signature": sig, "Deploys": u.deploysOf(r.Context(), app, []store.Release{rel})}})
 }
 
 func (u *UI) diff(w http.ResponseWriter, r *http.Request, app string) {
@@ -505,10 +518,20 @@ func (u *UI) activity(w http.ResponseWriter, r *http.Request) {
 	// one listing of the bucket's versions; only the newest maxActivity
 	// publishes of the window are held.
 	window := &newestPublishes{limit: maxActivity}
+	// Each publish's signature is judged while its app's history is at
+	// hand, if the window keeps it, and forgotten with it.
+	judge, policy := u.signatures.judge()
+	sigs := map[store.Ref]provenance.Status{}
 	err = u.histories.each(r.Context(), prefix, heads, "", func(_ store.Release, rels []store.Release) {
 		for _, rel := range rels {
 			if rel.Time.Before(from) || !rel.Time.Before(to) || (author != "" && !strings.Contains(strings.ToLower(rel.Author), author)) {
 				continue
+			}
+			if window.admits(rel) {
+				if dropped, ok := window.full(); ok {
+					delete(sigs, dropped.Ref())
+				}
+				sigs[rel.Ref()] = u.signatures.listed(judge, policy, rel, rels)
 			}
 			window.add(rel)
 		}
@@ -524,22 +547,23 @@ func (u *UI) activity(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 		w.Header().Set("Content-Disposition", `attachment; filename="`+name+`.csv"`)
 		cw := csv.NewWriter(w)
-		cw.Write([]string{"time", "app", "generation", "kind", "sequence", "author", "source", "origin", "digest", "message"})
+		cw.Write(append([]string{"time", "app", "generation", "kind", "sequence", "author", "source", "origin", "digest", "message"}, signatureColumns...))
 		for _, rel := range rows {
-			cw.Write(spreadsheetCells(rel.Time.UTC().Format(time.RFC3339Nano), rel.App, strconv.FormatInt(rel.Generation, 10), rel.Kind,
-				strconv.FormatUint(rel.Sequence, 10), rel.Author, rel.Source, rel.Origin, rel.Digest, rel.Message))
+			cw.Write(spreadsheetCells(append([]string{rel.Time.UTC().Format(time.RFC3339Nano), rel.App, strconv.FormatInt(rel.Generation, 10), rel.Kind,
+				strconv.FormatUint(rel.Sequence, 10), rel.Author, rel.Source, rel.Origin, rel.Digest, rel.Message}, signatureCells(sigs[rel.Ref()])...)...))
 		}
 		cw.Flush()
 		return
 	case "json":
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Disposition", `attachment; filename="`+name+`.json"`)
-		if rows == nil {
-			rows = []store.Release{}
+		out := make([]judgedRelease, len(rows))
+		for i, rel := range rows {
+			out[i] = judgedRelease{Release: rel, SignatureStatus: sigs[rel.Ref()]}
 		}
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		enc.Encode(map[string]any{"from": from, "to": to, "prefix": prefix, "author": q.Get("author"), "truncated": truncated, "releases": rows})
+		enc.Encode(map[string]any{"from": from, "to": to, "prefix": prefix, "author": q.Get("author"), "truncated": truncated, "releases": out})
 		return
 	}
 	u.renderPage(w, r, http.StatusOK, "activity", page{Title: "Activity", Who: who(r), Permalink: r.URL.RequestURI(),

@@ -30,6 +30,7 @@ import (
 
 	"github.com/bucketops/bucketops/deploy"
 	"github.com/bucketops/bucketops/memory"
+	"github.com/bucketops/bucketops/provenance"
 	"github.com/bucketops/bucketops/store"
 )
 
@@ -86,6 +87,12 @@ type Config struct {
 	// MemoryWait is how long a page waits for Memory before it answers
 	// 503 (default DefaultMemoryWait).
 	MemoryWait time.Duration
+	// Trust, when not nil, returns the trust policy in force (the bridge's
+	// watcher of --trust-policy, so a reload shows at the next page): the
+	// timeline, release page and activity judge each release's signature
+	// by its rule for the app, with the checks the bridge makes before
+	// serving (provenance.Judge). Nil, or a nil policy: "not checked".
+	Trust func() *provenance.TrustPolicy
 }
 
 // DefaultMemoryWait is how long a page waits for render memory by default.
@@ -127,6 +134,8 @@ type UI struct {
 	ttl       time.Duration
 	histories *histories
 	pages     map[string]*template.Template
+	// signatures judges releases' signatures by Config.Trust.
+	signatures *signatures
 }
 
 // New returns the pages for cfg.
@@ -155,6 +164,7 @@ func New(cfg Config) (*UI, error) {
 	sc.MaxAge(int(cfg.SessionTTL / time.Second))
 	u := &UI{cfg: cfg, log: cfg.Logger, now: cfg.Now, cookies: sc, ttl: cfg.SessionTTL,
 		histories: newHistories(cfg.Releases, cfg.HistoryBytes), pages: map[string]*template.Template{}}
+	u.signatures = newSignatures(cfg.Trust)
 	for _, page := range []string{"login", "apps", "timeline", "release", "diff", "asof", "activity", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {

@@ -53,7 +53,7 @@ func (s *Server) manifests(w http.ResponseWriter, r *http.Request, app string) {
 	if g := r.URL.Query().Get("generation"); g != "" {
 		gen, err := strconv.ParseInt(g, 10, 64)
 		if err != nil || gen <= 0 {
-			s.renderFailed(w, r, http.StatusBadRequest, "invalid_parameter", fmt.Errorf("generation %q: want a positive generation number, as bucketops log shows", g))
+			s.renderFailed(w, r, ref, http.StatusBadRequest, "invalid_parameter", &invalidParameter{fmt.Sprintf("generation %q: want a positive generation number, as bucketops log shows", g)})
 			return
 		}
 		ref.Generation = gen
@@ -218,10 +218,10 @@ func (s *Server) admission(r *http.Request, app string) (admission, error) {
 			return admission{}, &policy.Violation{App: app, Prefix: rule.Prefix, Reason: policy.ReasonProject,
 				Detail: "the request names no Argo CD Application (the plugin sends ARGOCD_APP_NAME as " + HeaderApplication + "); under a policy the bridge judges the project and destination Argo CD holds for it, never ones a caller sends"}
 		case err != nil:
-			return admission{}, &policy.Violation{App: app, Prefix: rule.Prefix, Reason: policy.ReasonProject, Detail: "can't tell which Argo CD project asks: " + err.Error()}
+			return admission{}, &policy.Violation{App: app, Prefix: rule.Prefix, Reason: policy.ReasonProject, Detail: "can't tell which Argo CD project asks (" + err.Error() + "): check the Application's name, and the bridge's connection to Argo CD"}
 		case c.App != app:
 			return admission{}, &policy.Violation{App: app, Prefix: rule.Prefix, Reason: policy.ReasonProject,
-				Detail: fmt.Sprintf("Application %s/%s deploys %s, not this app", c.Namespace, c.Name, c.App)}
+				Detail: fmt.Sprintf("Application %s/%s deploys %s, not this app: point its repoURL (or plugin parameter app) at its own app", c.Namespace, c.Name, c.App)}
 		default:
 			project, a.destination = c.Project, c.Destination
 		}
@@ -342,11 +342,13 @@ func (a admission) copied(rel store.Release) error {
 
 func (s *Server) renderError(w http.ResponseWriter, r *http.Request, ref store.Ref, err error) {
 	status, reason := classify(ref, err)
-	s.renderFailed(w, r, status, reason, err)
+	s.renderFailed(w, r, ref, status, reason, err)
 }
 
-func (s *Server) renderFailed(w http.ResponseWriter, r *http.Request, status int, reason string, err error) {
+// renderFailed answers a failed render with the reason, the error, and the
+// line for Argo CD (refusal).
+func (s *Server) renderFailed(w http.ResponseWriter, r *http.Request, ref store.Ref, status int, reason string, err error) {
 	s.metrics.renders.WithLabelValues("error").Inc()
 	s.metrics.renderErrors.WithLabelValues(reason).Inc()
-	s.fail(w, r, status, reason, err)
+	s.failWith(w, r, status, errorBody{Error: err.Error(), Reason: reason, Message: refusal(ref, reason, err)}, err)
 }

@@ -181,15 +181,20 @@ func TestPolicyBindsAppsToTheirTeam(t *testing.T) {
 		name, app, instance string
 		setup               func(t *testing.T)
 		reason, mention     string
+		// line is what the line for Argo CD (the body's message) says
+		// after the release: the rule and what to do.
+		line string
 	}{
 		{
 			name: "an Application of project B naming team A's app", app: "team-a/app", instance: "intruder",
 			setup:  func(*testing.T) { tn.application("intruder", "team-b", "team-a/app", "team-b") },
 			reason: "policy_project", mention: `Argo CD project \"team-b\" may not deploy this app`,
+			line: `refused by tenancy policy rule "team-a": Argo CD project "team-b" may not deploy this app; only "team-a" may: move the Application to one of those projects, or add the project to the rule [policy_project]`,
 		},
 		{
 			name: "a request that names no Application", app: "team-a/app", instance: "",
 			reason: "policy_project", mention: "names no Argo CD Application",
+			line: `refused by tenancy policy rule "team-a": the request names no Argo CD Application`,
 		},
 		{
 			name: "an Application that doesn't exist", app: "team-a/app", instance: "ghost",
@@ -199,6 +204,7 @@ func TestPolicyBindsAppsToTheirTeam(t *testing.T) {
 			name: "team A's Application asking for another app than its own", app: "team-a/other", instance: "team-a-app",
 			setup:  func(t *testing.T) { tn.publish(t, "team-a/other", configMap("x", "1")) },
 			reason: "policy_project", mention: "deploys team-a/app, not this app",
+			line: "deploys team-a/app, not this app: point its repoURL (or plugin parameter app) at its own app [policy_project]",
 		},
 		{
 			name: "team A's Secret copied into team B's app, namespace renamed to generateName", app: "team-b/moved", instance: "team-b-moved",
@@ -207,6 +213,7 @@ func TestPolicyBindsAppsToTheirTeam(t *testing.T) {
 				tn.application("team-b-moved", "team-b", "team-b/moved", "team-b")
 			},
 			reason: "policy_encrypted_document", mention: `not \"generateName\"`,
+			line: `refused by tenancy policy rule "team-b": Secret db (stdin): an encrypted document's metadata may hold only`,
 		},
 		{
 			name: "team A's Secret copied as it is into team B's app", app: "team-b/copied", instance: "team-b-copied",
@@ -215,6 +222,7 @@ func TestPolicyBindsAppsToTheirTeam(t *testing.T) {
 				tn.application("team-b-copied", "team-b", "team-b/copied", "team-b")
 			},
 			reason: "policy_decryption_key", mention: "none of which the rule's decryptionKeys allow",
+			line: `refused by tenancy policy rule "team-b": Secret team-a/db (stdin) is encrypted for`,
 		},
 		{
 			name: "a Secret in team B's namespace encrypted for team A's key", app: "team-b/for-a", instance: "team-b-for-a",
@@ -223,6 +231,7 @@ func TestPolicyBindsAppsToTheirTeam(t *testing.T) {
 				tn.application("team-b-for-a", "team-b", "team-b/for-a", "team-b")
 			},
 			reason: "policy_decryption_key", mention: tn.keyA,
+			line: "none of which the rule's decryptionKeys allow (\"" + tn.keyB + "\"); encrypt it for a key of this prefix (sops updatekeys after naming one in .sops.yaml), or add the key to the rule [policy_decryption_key]",
 		},
 		{
 			name: "team A's release promoted into team B's app", app: "team-b/promoted", instance: "team-b-promoted",
@@ -237,6 +246,7 @@ func TestPolicyBindsAppsToTheirTeam(t *testing.T) {
 				tn.application("team-b-promoted", "team-b", "team-b/promoted", "team-b")
 			},
 			reason: "policy_copy", mention: "releases of team-a/app may not be copied here",
+			line: `refused by tenancy policy rule "team-b": releases of team-a/app may not be copied here; the rule allows copies from its own prefix and from promoteFrom "staging/team-b": publish the release here with bucketops push, or add team-a/app's prefix to the rule's promoteFrom [policy_copy]`,
 		},
 		{
 			name: "objects without a namespace for a destination the rule doesn't allow", app: "team-a/app", instance: "team-a-elsewhere",
@@ -244,6 +254,34 @@ func TestPolicyBindsAppsToTheirTeam(t *testing.T) {
 				tn.application("team-a-elsewhere", "team-a", "team-a/app", "kube-system")
 			},
 			reason: "policy_namespace", mention: `destination namespace \"kube-system\"`,
+			line: `the rule allows "team-a": give it one of those namespaces, or deploy it with an Application whose destination is one [policy_namespace]`,
+		},
+		{
+			name: "a ClusterRole", app: "team-a/cluster", instance: "team-a-cluster",
+			setup: func(t *testing.T) {
+				tn.publish(t, "team-a/cluster", "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: admin\n")
+				tn.application("team-a-cluster", "team-a", "team-a/cluster", "team-a")
+			},
+			reason: "policy_cluster_scoped", mention: "cluster-scoped",
+			line: `refused by tenancy policy rule "team-a": ClusterRole admin (stdin) is cluster-scoped; the rule doesn't set allowClusterScoped: take it out of the release`,
+		},
+		{
+			name: "a Secret in clear text", app: "team-a/plain", instance: "team-a-plain",
+			setup: func(t *testing.T) {
+				tn.publish(t, "team-a/plain", teamSecret("team-a", "in-clear"))
+				tn.application("team-a-plain", "team-a", "team-a/plain", "team-a")
+			},
+			reason: "policy_plaintext_secret", mention: "clear text",
+			line: `refused by tenancy policy rule "team-a": Secret team-a/db (stdin) is a Secret in clear text; encrypt it with sops`,
+		},
+		{
+			name: "an object in another team's namespace", app: "team-a/astray", instance: "team-a-astray",
+			setup: func(t *testing.T) {
+				tn.publish(t, "team-a/astray", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: team-b\n")
+				tn.application("team-a-astray", "team-a", "team-a/astray", "team-a")
+			},
+			reason: "policy_namespace", mention: "team-b",
+			line: `refused by tenancy policy rule "team-a": ConfigMap team-b/x (stdin) is in namespace "team-b"; the rule allows "team-a": move it to one of those, or add the namespace to the rule [policy_namespace]`,
 		},
 		{
 			name: "an app no rule covers", app: "other/app", instance: "other",
@@ -252,6 +290,7 @@ func TestPolicyBindsAppsToTheirTeam(t *testing.T) {
 				tn.application("other", "default", "other/app", "other")
 			},
 			reason: "policy_no_rule", mention: "no rule",
+			line: "no rule of the tenancy policy covers this app; add a rule for its prefix to the bridge's policy file [policy_no_rule]",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -263,6 +302,15 @@ func TestPolicyBindsAppsToTheirTeam(t *testing.T) {
 			r := tn.render(t, tc.app, tc.instance)
 			if r.status != http.StatusForbidden || r.reason(t) != tc.reason || !strings.Contains(r.body, tc.mention) {
 				t.Errorf("%d %s; want 403 %s mentioning %q", r.status, r.body, tc.reason, tc.mention)
+			}
+			// Admission is judged before the head is read; the rules on
+			// content name the generation they judged.
+			line, release := r.message(t), tc.app+" (head): "
+			if head, err := tn.store.Head(t.Context(), tc.app); err == nil && !strings.HasPrefix(tc.reason, "policy_project") && tc.reason != "policy_no_rule" {
+				release = head.Ref().String() + ": "
+			}
+			if !strings.HasPrefix(line, release) || !strings.Contains(line, tc.line) || !strings.HasSuffix(line, "["+tc.reason+"]") {
+				t.Errorf("the line for Argo CD is\n\t%s\nwant it to start with %q, say %q and end with [%s]", line, release, tc.line, tc.reason)
 			}
 			if strings.Contains(r.body, tn.plainA) || strings.Contains(r.body, tn.plainB) {
 				t.Errorf("a refused render holds a decrypted value: %s", r.body)

@@ -260,6 +260,11 @@ func (s *Server) Routes() http.Handler {
 	if s.ui != nil {
 		r.Handle("/ui", s.ui)
 		r.Handle("/ui/*", s.ui)
+		// A browser pointed at the bridge lands on the pages, which ask
+		// it to log in; the redirect itself reveals nothing.
+		r.Get("/", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/ui/", http.StatusFound)
+		})
 	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, "no_route", fmt.Errorf("no route %s %s", r.Method, r.URL.Path))
@@ -343,16 +348,25 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 type errorBody struct {
 	Error  string `json:"error"`
 	Reason string `json:"reason"`
+	// Message, on a failed render, is the one line the plugin prints for
+	// Argo CD: the release, what refused it and what to do (refusal).
+	Message string `json:"message,omitempty"`
 }
 
 // fail writes an error response; reason is stable for scripts and metrics.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, reason string, err error) {
+	s.failWith(w, r, status, errorBody{Error: err.Error(), Reason: reason}, err)
+}
+
+// failWith writes body as the error response to a request that failed
+// with err, logging err.
+func (s *Server) failWith(w http.ResponseWriter, r *http.Request, status int, body errorBody, err error) {
 	level := slog.LevelInfo
 	if status >= 500 {
 		level = slog.LevelError
 	}
-	s.log.Log(r.Context(), level, "request failed", "path", r.URL.Path, "status", status, "reason", reason, "error", err, "request_id", middleware.GetReqID(r.Context()))
-	writeJSON(w, status, errorBody{Error: err.Error(), Reason: reason})
+	s.log.Log(r.Context(), level, "request failed", "path", r.URL.Path, "status", status, "reason", body.Reason, "error", err, "request_id", middleware.GetReqID(r.Context()))
+	writeJSON(w, status, body)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -118,6 +118,16 @@ func (r response) reason(t testing.TB) string {
 	return eb.Reason
 }
 
+// message is the one line an error response gives for Argo CD.
+func (r response) message(t testing.TB) string {
+	t.Helper()
+	var eb struct{ Message string }
+	if err := json.Unmarshal([]byte(r.body), &eb); err != nil || eb.Message == "" {
+		t.Fatalf("no message in the error response (%d): %q", r.status, r.body)
+	}
+	return eb.Message
+}
+
 func configMap(name, value string) string {
 	return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\ndata:\n  value: %q\n", name, value)
 }

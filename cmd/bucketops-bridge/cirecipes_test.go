@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,17 +27,88 @@ const (
 	cloudBuildRecipe = "cloudbuild.yaml"
 )
 
-// skipMarker starts a recipe step that can't run here: a vendor's action,
-// or one that downloads the CLI (the test puts the fresh one on PATH).
+// skipMarker starts a recipe step that can't run here.
 const skipMarker = "# ci-recipe: skip"
 
-// recipeSkips is every step the test expects to skip, so a recipe can't
-// quietly stop being tested: marking another step fails the test until
-// it is added here.
+// recipeSkips is every step the test expects to skip (a vendor's action
+// the test doesn't emulate), so a recipe can't quietly stop being tested:
+// skipping another step fails the test until it is added here. The steps
+// that get and build the CLI run: the test serves the working tree as the
+// bucketops repository (bucketopsSource), and nothing else puts a
+// bucketops on PATH.
 var recipeSkips = map[string][]string{
-	githubRecipe:     {"Authenticate to Google Cloud", "Check out", "Install bucketops"},
-	gitlabRecipe:     {"before_script[0]"},
-	cloudBuildRecipe: {"install"},
+	githubRecipe:     {"Authenticate to Google Cloud", "Check out", "Set up Go"},
+	gitlabRecipe:     nil,
+	cloudBuildRecipe: nil,
+}
+
+// bucketopsRepository is the repository the recipes check out.
+const bucketopsRepository = "bucketops/bucketops"
+
+var (
+	sourceOnce sync.Once
+	sourceDir  string
+	sourceErr  error
+)
+
+// bucketopsSource is a git repository holding the working tree (as its
+// .gitignore has it) in one commit, tagged with each of tags: what the
+// recipes clone as https://github.com/bucketops/bucketops.git at their
+// BUCKETOPS_VERSION. The tags are added to the one repository the test
+// run shares.
+func bucketopsSource(t *testing.T, tags ...string) string {
+	t.Helper()
+	sourceOnce.Do(func() {
+		root, err := filepath.Abs("../..")
+		if err != nil {
+			sourceErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "bucketops-source-")
+		if err != nil {
+			sourceErr = err
+			return
+		}
+		git := func(args ...string) error {
+			cmd := exec.Command("git", append([]string{"--git-dir", filepath.Join(dir, ".git"), "--work-tree", root,
+				"-c", "user.name=ci-recipes", "-c", "user.email=ci-recipes@example.com", "-c", "commit.gpgsign=false"}, args...)...)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			return nil
+		}
+		if out, err := exec.Command("git", "init", "--quiet", dir).CombinedOutput(); err != nil {
+			sourceErr = fmt.Errorf("git init: %v\n%s (make test installs git)", err, out)
+			return
+		}
+		if err := git("add", "--all"); err != nil {
+			sourceErr = err
+			return
+		}
+		sourceErr = git("commit", "--quiet", "--message", "the working tree")
+		sourceDir = dir
+	})
+	if sourceErr != nil {
+		t.Fatal(sourceErr)
+	}
+	for _, tag := range tags {
+		cmd := exec.Command("git", "-C", sourceDir, "tag", "--force", tag)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git tag %s: %v\n%s", tag, err, out)
+		}
+	}
+	return sourceDir
+}
+
+// cloneSource checks out the source at ref into dir, as actions/checkout
+// does for repository: bucketops/bucketops.
+func cloneSource(t *testing.T, ref, dir string) {
+	t.Helper()
+	src := bucketopsSource(t, ref)
+	cmd := exec.Command("git", "clone", "--quiet", "--depth", "1", "--branch", ref, "file://"+src, dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("checking out %s at %s: %v\n%s", bucketopsRepository, ref, err, out)
+	}
 }
 
 // recipeApp is the app every recipe publishes.
@@ -109,8 +181,19 @@ func TestCIRecipes(t *testing.T) {
 		}
 		job.checkCredentials(t, run)
 
-		ws = newWorkspace(t, "6")
-		assertStale(t, rig, head, job.run(t, rig, ws, 6).recipeRun)
+		// The next pipeline restores the job's cache: the CLI built by
+		// this one, which it runs without cloning or building again.
+		if job.Cache.Key == "" || len(job.Cache.Paths) == 0 || !strings.Contains(job.Cache.Key, "$BUCKETOPS_VERSION") {
+			t.Errorf("cache %+v: want the CLI kept per BUCKETOPS_VERSION", job.Cache)
+		}
+		next := newWorkspace(t, "6")
+		for _, p := range job.Cache.Paths {
+			runShell(t, "restore the cache", ws, nil, "cp", "-R", filepath.Join(ws, p), filepath.Join(next, p))
+		}
+		assertStale(t, rig, head, job.run(t, rig, next, 6).recipeRun)
+		if entries, _ := os.ReadDir(next); slices.ContainsFunc(entries, func(e os.DirEntry) bool { return e.Name() == ".bucketops" }) {
+			t.Errorf("the pipeline with the cache restored cloned bucketops again")
+		}
 	})
 
 	t.Run("Cloud Build publishes at its start time and passes the build that started earlier but ends later", func(t *testing.T) {
@@ -215,9 +298,10 @@ func assertStale(t *testing.T, rig *argoRig, head logEntry, older recipeRun) {
 }
 
 // ciEnv is the environment every CI system's shell starts from: this
-// process's without its own CI's settings, the fresh CLI first on PATH,
-// the local-mode bucket's emulator (GCS itself, not a CI setting), and a
-// TMPDIR of its own.
+// process's without its own CI's settings (Go, which go test puts on
+// PATH, stays: the recipes' images have it), the local-mode bucket's
+// emulator (GCS itself, not a CI setting), and a TMPDIR of its own. No
+// bucketops is on PATH: the recipes build their own.
 func ciEnv(t *testing.T, rig *argoRig) map[string]string {
 	t.Helper()
 	env := map[string]string{}
@@ -229,7 +313,6 @@ func ciEnv(t *testing.T, rig *argoRig) map[string]string {
 		}
 		env[k] = v
 	}
-	env["PATH"] = binDir + string(os.PathListSeparator) + env["PATH"]
 	env["STORAGE_EMULATOR_HOST"] = rig.exported(t, "STORAGE_EMULATOR_HOST")
 	env["TMPDIR"] = t.TempDir()
 	return env
@@ -250,7 +333,8 @@ func (b *bridgeProc) exported(t *testing.T, key string) string {
 // runShell runs argv in dir with env and fails the test unless it exits 0.
 func runShell(t *testing.T, what, dir string, env map[string]string, argv ...string) (string, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	// Building the CLI from source, cold, is most of it.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
@@ -306,6 +390,7 @@ type githubWorkflow struct {
 		Steps []struct {
 			Name  string            `yaml:"name"`
 			Uses  string            `yaml:"uses"`
+			With  map[string]string `yaml:"with"`
 			Run   string            `yaml:"run"`
 			Shell string            `yaml:"shell"`
 			Env   map[string]string `yaml:"env"`
@@ -317,7 +402,8 @@ var githubExpr = regexp.MustCompile(`\$\{\{\s*(.*?)\s*\}\}`)
 
 // run runs the workflow's one job as a runner would, each run: step a
 // bash script (bash --noprofile --norc -eo pipefail) with a job summary
-// file of its own.
+// file of its own, and what a step appends to $GITHUB_PATH on PATH for
+// the steps after it. Of the actions, it runs the checkout of bucketops.
 func (wf githubWorkflow) run(t *testing.T, rig *argoRig, workspace string, runNumber int) recipeRun {
 	t.Helper()
 	if len(wf.Jobs) != 1 {
@@ -343,8 +429,17 @@ func (wf githubWorkflow) run(t *testing.T, rig *argoRig, workspace string, runNu
 	}
 	temp := t.TempDir()
 	var out recipeRun
+	var paths []string // from $GITHUB_PATH, newest first
 	for _, job := range wf.Jobs {
 		for i, step := range job.Steps {
+			if strings.HasPrefix(step.Uses, "actions/checkout@") && step.With["repository"] == bucketopsRepository {
+				ref := strings.TrimSpace(step.With["ref"])
+				if ref == "" || step.With["path"] == "" {
+					t.Fatalf("step %q checks out %s without a pinned ref and a path: %v", step.Name, bucketopsRepository, step.With)
+				}
+				cloneSource(t, ref, filepath.Join(workspace, step.With["path"]))
+				continue
+			}
 			if step.Uses != "" || skipped(step.Run) {
 				out.skipped = append(out.skipped, step.Name)
 				continue
@@ -356,11 +451,15 @@ func (wf githubWorkflow) run(t *testing.T, rig *argoRig, workspace string, runNu
 				t.Fatalf("step %q has an expression in its script; pass it through env:", step.Name)
 			}
 			env := ciEnv(t, rig)
+			if len(paths) > 0 {
+				env["PATH"] = strings.Join(paths, string(os.PathListSeparator)) + string(os.PathListSeparator) + env["PATH"]
+			}
 			summary := filepath.Join(temp, fmt.Sprintf("step_summary_%d", i))
+			pathFile := filepath.Join(temp, fmt.Sprintf("add_path_%d", i))
 			for k, v := range map[string]string{
 				"CI": "true", "GITHUB_ACTIONS": "true", "GITHUB_RUN_NUMBER": strconv.Itoa(runNumber), "GITHUB_RUN_ATTEMPT": "1",
 				"GITHUB_REPOSITORY": "acme/payments", "GITHUB_SHA": "0123456789abcdef0123456789abcdef01234567", "GITHUB_ACTOR": "octocat",
-				"GITHUB_WORKSPACE": workspace, "RUNNER_TEMP": temp, "GITHUB_STEP_SUMMARY": summary,
+				"GITHUB_WORKSPACE": workspace, "RUNNER_TEMP": temp, "GITHUB_STEP_SUMMARY": summary, "GITHUB_PATH": pathFile,
 			} {
 				env[k] = v
 			}
@@ -375,6 +474,11 @@ func (wf githubWorkflow) run(t *testing.T, rig *argoRig, workspace string, runNu
 			out.stderr += stderr
 			if data, err := os.ReadFile(summary); err == nil {
 				out.summary += string(data)
+			}
+			if data, err := os.ReadFile(pathFile); err == nil {
+				for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+					paths = append([]string{line}, paths...)
+				}
 			}
 		}
 	}
@@ -398,9 +502,13 @@ type gitlabJob struct {
 	IDTokens map[string]struct {
 		Aud string `yaml:"aud"`
 	} `yaml:"id_tokens"`
-	Variables    map[string]string `yaml:"variables"`
-	BeforeScript []string          `yaml:"before_script"`
-	Script       []string          `yaml:"script"`
+	Variables map[string]string `yaml:"variables"`
+	Cache     struct {
+		Key   string   `yaml:"key"`
+		Paths []string `yaml:"paths"`
+	} `yaml:"cache"`
+	BeforeScript []string `yaml:"before_script"`
+	Script       []string `yaml:"script"`
 	Artifacts    struct {
 		When  string   `yaml:"when"`
 		Paths []string `yaml:"paths"`
@@ -433,6 +541,11 @@ func (job gitlabJob) run(t *testing.T, rig *argoRig, workspace string, iid int) 
 	env["BUCKETOPS_BUCKET"] = rig.exported(t, "BUCKETOPS_BUCKET")
 	env["BUCKETOPS_BRIDGE"] = rig.exported(t, "BUCKETOPS_BRIDGE")
 	env["BUCKETOPS_READER_TOKEN"] = rig.exported(t, "BUCKETOPS_TOKEN_FILE")
+	// Where bucketops' source is: the working tree, at the job's version.
+	if env["BUCKETOPS_SOURCE"] == "" || env["BUCKETOPS_VERSION"] == "" {
+		t.Fatalf("%s: the job has no BUCKETOPS_SOURCE and BUCKETOPS_VERSION to build the CLI from", gitlabRecipe)
+	}
+	env["BUCKETOPS_SOURCE"] = "file://" + bucketopsSource(t, env["BUCKETOPS_VERSION"])
 	for name, tok := range job.IDTokens {
 		aud := os.Expand(tok.Aud, func(name string) string { return env[name] })
 		env[name] = fakeJWT(t, aud)
@@ -561,7 +674,8 @@ func (b cloudBuild) substitutions(t *testing.T, rig *argoRig) map[string]string 
 		}
 		subs[k] = v
 	}
-	for k, v := range map[string]string{"_BUCKETOPS_BUCKET": rig.exported(t, "BUCKETOPS_BUCKET"), "_BUCKETOPS_BRIDGE": rig.exported(t, "BUCKETOPS_BRIDGE")} {
+	source := "file://" + bucketopsSource(t, b.Substitutions["_BUCKETOPS_VERSION"])
+	for k, v := range map[string]string{"_BUCKETOPS_BUCKET": rig.exported(t, "BUCKETOPS_BUCKET"), "_BUCKETOPS_BRIDGE": rig.exported(t, "BUCKETOPS_BRIDGE"), "_BUCKETOPS_SOURCE": source} {
 		if _, ok := b.Substitutions[k]; !ok {
 			t.Fatalf("%s declares no substitution %s, which the test sets as a trigger would", cloudBuildRecipe, k)
 		}

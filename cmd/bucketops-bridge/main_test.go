@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,6 +40,9 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	if sourceDir != "" {
+		os.RemoveAll(sourceDir)
+	}
 	os.Exit(code)
 }
 
@@ -248,5 +252,147 @@ func TestBadFlagsAreUsageErrors(t *testing.T) {
 		if !errors.As(err, &usage) {
 			t.Errorf("%q: %v, want a usage error", args, err)
 		}
+	}
+}
+
+// envOf returns the value of key in the printed environment.
+func (b *bridgeProc) envOf(t *testing.T, key string) string {
+	t.Helper()
+	for _, kv := range b.env {
+		if v, ok := strings.CutPrefix(kv, key+"="); ok {
+			return v
+		}
+	}
+	t.Fatalf("%s not in the printed environment %q", key, b.env)
+	return ""
+}
+
+// noRedirects is a client that shows redirects instead of following them.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// login logs in to the pages with the token and returns the session cookie.
+func login(t *testing.T, bridge, token string) *http.Cookie {
+	t.Helper()
+	resp, err := noRedirects.PostForm(bridge+"/ui/login", url.Values{"token": {token}, "next": {"/ui/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, c := range resp.Cookies() {
+		if c.Value != "" {
+			return c
+		}
+	}
+	t.Fatalf("login: %s, no session cookie", resp.Status)
+	return nil
+}
+
+// pageStatus is the status of GET path with the cookie, redirects not
+// followed.
+func pageStatus(t *testing.T, bridge, path string, c *http.Cookie) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, bridge+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c != nil {
+		req.AddCookie(c)
+	}
+	resp, err := noRedirects.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Location")
+}
+
+// TestRestartWithDataKeepsTheTerminalWorking is issue 27's "make run
+// survives a restart": with --data, the token, the emulator's address and
+// (asked for any free port) the bridge's address are the same after a
+// restart, so a terminal that sourced the export lines, and a UI session
+// made before, keep working.
+func TestRestartWithDataKeepsTheTerminalWorking(t *testing.T) {
+	data := t.TempDir()
+	b := startBridge(t, "--data", data)
+	tokenFile := b.envOf(t, "BUCKETOPS_TOKEN_FILE")
+	token, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := append([]string(nil), b.env...)
+	b.bucketops(t, configMap("1"), "push", "prod/payments", "-", "--sequence", "1")
+	session := login(t, b.url, strings.TrimSpace(string(token)))
+	if code, _ := pageStatus(t, b.url, "/ui/apps", session); code != http.StatusOK {
+		t.Fatalf("the pages with a fresh session: %d", code)
+	}
+	b.stop(t)
+
+	b = startBridge(t, "--data", data)
+	if fmt.Sprint(b.env) != fmt.Sprint(first) {
+		t.Errorf("export lines after a restart:\n%q\nwant the same as before:\n%q", b.env, first)
+	}
+	if again, err := os.ReadFile(tokenFile); err != nil || string(again) != string(token) {
+		t.Errorf("the token file after a restart: %q (%v), want the same token", again, err)
+	}
+	// The old terminal's environment still publishes.
+	b.env = first
+	b.bucketops(t, configMap("2"), "push", "prod/payments", "-", "--sequence", "2")
+	if code, loc := pageStatus(t, b.url, "/ui/apps", session); code != http.StatusOK {
+		t.Errorf("the session made before the restart: %d (to %q), want the page", code, loc)
+	}
+}
+
+// TestLocalModeWithoutDataForgetsItsToken: without --data nothing outlives
+// the process, the token file included.
+func TestLocalModeWithoutDataForgetsItsToken(t *testing.T) {
+	b := startBridge(t)
+	tokenFile := b.envOf(t, "BUCKETOPS_TOKEN_FILE")
+	if _, err := os.Stat(tokenFile); err != nil {
+		t.Fatal(err)
+	}
+	b.stop(t)
+	if _, err := os.Stat(tokenFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the token file %s after the bridge stopped: %v, want it gone", tokenFile, err)
+	}
+}
+
+// TestSecondRunFailsAndKeepsTheEnvFile is a second make run in another
+// terminal: it must fail, fast and non-zero, say to pick another LISTEN,
+// and leave the env file the first terminal sources alone.
+func TestSecondRunFailsAndKeepsTheEnvFile(t *testing.T) {
+	envFile := filepath.Join(t.TempDir(), "local.env")
+	b := startBridge(t, "--env-file", envFile)
+	want, err := os.ReadFile(envFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(want), "export BUCKETOPS_BRIDGE="+b.url+"\n") {
+		t.Fatalf("env file:\n%s\nwant the export lines of %s", want, b.url)
+	}
+	addr := strings.TrimPrefix(b.url, "http://")
+
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	second := exec.CommandContext(ctx, filepath.Join(binDir, "bucketops-bridge"), "--listen", addr, "--env-file", envFile, "--seed", "../../examples")
+	var stdout, stderr bytes.Buffer
+	second.Stdout, second.Stderr = &stdout, &stderr
+	err = second.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 || ctx.Err() != nil {
+		t.Fatalf("second bridge on %s: %v, want a non-zero exit at once; stderr:\n%s", addr, err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "address already in use") || !strings.Contains(stderr.String(), "LISTEN=") {
+		t.Errorf("second bridge's error:\n%s\nwant it to say the address is in use and how to pick another (LISTEN=)", stderr.String())
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("second bridge printed export lines: %q", stdout.String())
+	}
+	if got, err := os.ReadFile(envFile); err != nil || string(got) != string(want) {
+		t.Errorf("env file after the second run: %q (%v), want the first run's:\n%s", got, err, want)
+	}
+	// The first bridge is unharmed, and a browser pointed at it lands on
+	// the pages.
+	if code, loc := pageStatus(t, b.url, "/", nil); code != http.StatusFound || loc != "/ui/" {
+		t.Errorf("GET /: %d to %q, want a redirect to /ui/", code, loc)
 	}
 }

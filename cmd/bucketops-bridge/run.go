@@ -3,8 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -29,6 +28,7 @@ import (
 	"github.com/bucketops/bucketops/emulator"
 	"github.com/bucketops/bucketops/floor"
 	"github.com/bucketops/bucketops/gitview"
+	"github.com/bucketops/bucketops/localmode"
 	"github.com/bucketops/bucketops/memory"
 	"github.com/bucketops/bucketops/policy"
 	"github.com/bucketops/bucketops/policy/watch"
@@ -72,6 +72,7 @@ type config struct {
 	syncAutomated bool
 	argocdWorkers int
 	localPubsub   bool
+	envFile       string
 
 	// ApplicationSets.
 	generatorGitURL string
@@ -101,8 +102,8 @@ func (c config) Validate() error {
 		if _, err := store.ParseLocation(c.bucket); err != nil {
 			errs = append(errs, fmt.Errorf("--bucket: %w", err))
 		}
-		if c.dataDir != "" || c.seedDir != "" {
-			errs = append(errs, errors.New("--data and --seed are for local mode only; drop them or drop --bucket"))
+		if c.dataDir != "" || c.seedDir != "" || c.envFile != "" {
+			errs = append(errs, errors.New("--data, --seed and --env-file are for local mode only; drop them or drop --bucket"))
 		}
 	}
 	if c.bucket != "" && len(c.tokenFiles) == 0 {
@@ -162,6 +163,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.bucket, "bucket", "", "gs://BUCKET[/PREFIX] to serve; empty starts local mode with an embedded GCS emulator")
 	fs.StringVar(&c.dataDir, "data", "", "local mode: keep the bucket, history included, in this directory across restarts")
 	fs.StringVar(&c.seedDir, "seed", "", "local mode: publish every app directory under this one at start (examples/)")
+	fs.StringVar(&c.envFile, "env-file", "", "local mode: also write the export lines to this file, replaced whole once the bridge listens (make run: bin/local.env)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Func("token-file", "ROLE=PATH: a bearer token for role plugin (manifests), reader (everything else) or generator (the ApplicationSet generator), read from PATH; repeatable", func(v string) error {
 		role, path, ok := strings.Cut(v, "=")
@@ -266,7 +268,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		defer closeSub()
 	}
-	return srv.serve(ctx, st, sub, nil)
+	return srv.serve(ctx, st, sub, nil, nil)
 }
 
 // bridge is one run of the server.
@@ -278,14 +280,32 @@ type bridge struct {
 	stdout    io.Writer
 }
 
-// runLocal serves an embedded, versioned GCS emulator, with tokens of its
-// own unless --token-file gives them.
+// runLocal serves an embedded, versioned GCS emulator, with a token of its
+// own unless --token-file gives them. It binds --listen first: a second
+// make run fails at once, says why, and leaves the first one's env file
+// alone.
 func (b bridge) runLocal(ctx context.Context) error {
-	emu, err := emulator.Start(ctx, emulator.Config{Dir: b.cfg.dataDir, Logger: b.log.With("component", "emulator")})
+	state, err := localmode.Open(b.cfg.dataDir)
+	if err != nil {
+		return err
+	}
+	defer state.Close()
+	ln, err := state.Listen("bridge", b.cfg.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w: another bridge (an earlier make run?) may hold it; stop it, or pick another address: make run LISTEN=127.0.0.1:8090 (--listen)", b.cfg.listen, err)
+	}
+	defer ln.Close()
+	emu, err := b.startEmulator(ctx, state)
 	if err != nil {
 		return fmt.Errorf("local mode: %w", err)
 	}
 	defer emu.Close()
+	// Kept now that the emulator holds its data directory: the next run
+	// starts with the same token and addresses.
+	state.Set("emulator", emu.Host())
+	if err := state.Save(); err != nil {
+		return err
+	}
 	client, err := storage.NewClient(ctx, option.WithEndpoint(emu.URL()+"/storage/v1/"), option.WithoutAuthentication(), storage.WithJSONReads())
 	if err != nil {
 		return err
@@ -309,57 +329,64 @@ func (b bridge) runLocal(ctx context.Context) error {
 			return fmt.Errorf("local mode: --seed %s: %w", b.cfg.seedDir, err)
 		}
 	}
-	tokenFile, cleanup, err := b.localToken()
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-	return b.serve(ctx, st, sub, func(w io.Writer, url string) {
-		fmt.Fprintf(w, "export BUCKETOPS_BUCKET=%s\n", loc)
-		fmt.Fprintf(w, "export STORAGE_EMULATOR_HOST=%s\n", emu.Host())
-		fmt.Fprintf(w, "export BUCKETOPS_BRIDGE=%s\n", url)
-		fmt.Fprintf(w, "export BUCKETOPS_TOKEN_FILE=%s\n", tokenFile)
-		fmt.Fprintln(w, pubsubLine)
+	tokenFile := b.localToken(state)
+	return b.serve(ctx, st, sub, ln, func(url string) string {
+		var w strings.Builder
+		fmt.Fprintf(&w, "export BUCKETOPS_BUCKET=%s\n", loc)
+		fmt.Fprintf(&w, "export STORAGE_EMULATOR_HOST=%s\n", emu.Host())
+		fmt.Fprintf(&w, "export BUCKETOPS_BRIDGE=%s\n", url)
+		fmt.Fprintf(&w, "export BUCKETOPS_TOKEN_FILE=%s\n", tokenFile)
+		fmt.Fprintln(&w, pubsubLine)
+		return w.String()
 	})
 }
 
+// startEmulator starts the embedded emulator where the last run with this
+// data directory had it, so STORAGE_EMULATOR_HOST in a terminal stays
+// right, or on a free port when that one is taken.
+func (b bridge) startEmulator(ctx context.Context, state *localmode.State) (*emulator.Emulator, error) {
+	cfg := emulator.Config{Dir: b.cfg.dataDir, Logger: b.log.With("component", "emulator")}
+	if last := state.Addr("emulator", ""); last != "" {
+		cfg.Addr = last
+		emu, err := emulator.Start(ctx, cfg)
+		if err == nil {
+			return emu, nil
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, err
+		}
+		b.log.Warn("local mode: the emulator's last address is taken; it moves, source the new export lines", "address", last, "error", err)
+		cfg.Addr = ""
+	}
+	emu, err := emulator.Start(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return emu, nil
+}
+
 // localToken returns the token file local mode exports: the --token-file
-// given for the plugin role, or else one token for both roles, made for
-// this process: in one shell, the plugin (manifests) and CI and auditors
-// (push --wait, wait, history) are the same person.
-func (b *bridge) localToken() (string, func(), error) {
+// given for the plugin role, or else local mode's own token, for every
+// role: in one shell, the plugin (manifests) and CI and auditors (push
+// --wait, wait, history) are the same person. With --data it is kept
+// there across restarts.
+func (b *bridge) localToken(state *localmode.State) string {
 	for _, tf := range b.cfg.tokenFiles {
 		if tf.role == webhook.RolePlugin {
-			return tf.path, func() {}, nil
+			return tf.path
 		}
 	}
 	if len(b.cfg.tokenFiles) > 0 {
-		return b.cfg.tokenFiles[0].path, func() {}, nil
-	}
-	// It lives only as long as this process, in a private directory.
-	dir, err := os.MkdirTemp("", "bucketops-local-")
-	if err != nil {
-		return "", nil, err
-	}
-	cleanup := func() { os.RemoveAll(dir) }
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
-		cleanup()
-		return "", nil, err
-	}
-	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(hex.EncodeToString(secret)+"\n"), 0o600); err != nil {
-		cleanup()
-		return "", nil, err
+		return b.cfg.tokenFiles[0].path
 	}
 	for _, role := range []webhook.Role{webhook.RolePlugin, webhook.RoleReader, webhook.RoleGenerator} {
-		b.tokens = append(b.tokens, webhook.NewToken(role, hex.EncodeToString(secret)))
+		b.tokens = append(b.tokens, webhook.NewToken(role, state.Token()))
 	}
-	return tokenFile, cleanup, nil
+	return state.TokenFile()
 }
 
 // serve runs the HTTP surface until ctx ends, then shuts down gracefully.
-func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscriber, exports func(w io.Writer, url string)) error {
+func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscriber, ln net.Listener, exports func(url string) string) error {
 	reg := newRegistry()
 	viewBytes, uiBytes := historySplit(b.cfg.historyBytes)
 	// One budget for everything that holds a whole release in memory.
@@ -424,6 +451,10 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 		if deployer.Enabled() {
 			ucfg.Statuses = deployer
 			ucfg.Deploys = deployer
+		}
+		if trust != nil {
+			// The pages judge signatures by the policy in force, reloads included.
+			ucfg.Trust = trust.Current
 		}
 		if b.cfg.iapAudience != "" {
 			ucfg.IAP = &ui.IAP{Audience: b.cfg.iapAudience, Keys: webhook.NewKeySet(ui.IAPKeysURL, 30*time.Second)}
@@ -492,9 +523,10 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 	if !deployer.Enabled() {
 		b.log.Info("no --argocd-server: releases are tracked, Argo CD isn't told")
 	}
-	ln, err := net.Listen("tcp", b.cfg.listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", b.cfg.listen, err)
+	if ln == nil {
+		if ln, err = net.Listen("tcp", b.cfg.listen); err != nil {
+			return fmt.Errorf("listen on %s: %w", b.cfg.listen, err)
+		}
 	}
 	srv := &http.Server{
 		Handler:           api.Routes(),
@@ -511,14 +543,19 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 	url := "http://" + ln.Addr().String()
 	b.log.Info("bridge listening", "url", url, "bucket", st.Location().String())
 	if exports != nil {
-		exports(b.stdout, url)
+		lines := exports(url)
 		if generator != nil {
-			fmt.Fprintf(b.stdout, "# applicationset generator: baseUrl %s (token: $BUCKETOPS_TOKEN_FILE)\n", url)
+			lines += fmt.Sprintf("# applicationset generator: baseUrl %s (token: $BUCKETOPS_TOKEN_FILE)\n", url)
 		}
 		if pages != nil {
-			fmt.Fprintf(b.stdout, "# ui: %s/ui/ (log in with the token in $BUCKETOPS_TOKEN_FILE)\n", url)
+			lines += fmt.Sprintf("# ui: %s/ui/ (log in with the token in $BUCKETOPS_TOKEN_FILE)\n", url)
 		}
-		fmt.Fprintf(b.stdout, "# bridge: %s (health: %s/healthz); stop with Ctrl-C\n", url, url)
+		lines += fmt.Sprintf("# bridge: %s (health: %s/healthz); stop with Ctrl-C\n", url, url)
+		if err := localmode.WriteEnv(b.cfg.envFile, lines); err != nil {
+			srv.Close()
+			return err
+		}
+		fmt.Fprint(b.stdout, lines)
 	}
 	select {
 	case err := <-errc:

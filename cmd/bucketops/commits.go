@@ -13,8 +13,8 @@ import (
 // commits returns app's whole history, newest first, and the commit each
 // release is in the bridge's git view (the revision Argo CD shows),
 // computed from that history as the bridge computes it.
-func commits(ctx context.Context, s *store.Store, app string) ([]store.Release, map[int64]string, error) {
-	hist, err := s.History(ctx, app, store.HistoryOptions{})
+func (e *env) commits(ctx context.Context, s *store.Store, app string) ([]store.Release, map[int64]string, error) {
+	hist, err := s.History(ctx, app, store.HistoryOptions{Listed: e.longRun("history of " + app).listed})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -31,33 +31,91 @@ func commits(ctx context.Context, s *store.Store, app string) ([]store.Release, 
 	return hist, byGen, nil
 }
 
+// isCommit says whether rev, after an @ or in --to, is a commit of the
+// git view rather than a generation: 40 hex digits, or hex digits with a
+// letter among them (a prefix of digits alone is read as a generation).
+func isCommit(rev string) bool {
+	return rev != "" && strings.Trim(rev, "0123456789abcdef") == "" && (strings.ContainsAny(rev, "abcdef") || len(rev) == 40)
+}
+
+// minCommitPrefix is the shortest prefix of a commit SHA taken, as git's
+// short SHAs.
+const minCommitPrefix = 7
+
 // resolveRevision reads what rollback --to names: a generation, or a
 // commit of the git view (40 hex digits, or a prefix of 7 or more with a
 // letter in it, unique among the app's releases).
 func resolveRevision(hist []store.Release, byGen map[int64]string, app, to string) (int64, error) {
-	isHex := strings.Trim(to, "0123456789abcdef") == ""
-	hasLetter := strings.ContainsAny(to, "abcdef")
-	if !isHex || (!hasLetter && len(to) != 40) {
+	if !isCommit(to) {
 		var gen int64
 		if _, err := fmt.Sscan(to, &gen); err != nil || gen <= 0 || fmt.Sprint(gen) != to {
 			return 0, usagef("--to %q: give a generation or a commit SHA, as bucketops log %s shows", to, app)
 		}
 		return gen, nil
 	}
-	if len(to) < 7 {
-		return 0, usagef("--to %q: a commit SHA prefix needs at least 7 hex digits", to)
+	if len(to) < minCommitPrefix {
+		return 0, usagef("--to %q: a commit SHA prefix needs at least %d hex digits", to, minCommitPrefix)
 	}
+	return matchCommit(hist, byGen, app, app+"@"+to, to)
+}
+
+// matchCommit finds the release of app whose commit starts with prefix.
+func matchCommit(hist []store.Release, byGen map[int64]string, app, what, prefix string) (int64, error) {
 	var found []int64
 	for _, r := range hist {
-		if strings.HasPrefix(byGen[r.Generation], to) {
+		if strings.HasPrefix(byGen[r.Generation], prefix) {
 			found = append(found, r.Generation)
 		}
 	}
 	switch len(found) {
 	case 0:
-		return 0, fmt.Errorf("--to %s: %w: no release of %s is that commit (bucketops log %s lists them)", to, store.ErrNotFound, app, app)
+		return 0, fmt.Errorf("%s: %w: no release of %s is that commit (bucketops log %s lists them)", what, store.ErrNotFound, app, app)
 	case 1:
 		return found[0], nil
 	}
-	return 0, usagef("--to %s: the prefix names %d releases of %s; give more digits", to, len(found), app)
+	return 0, usagef("%s: the prefix names %d releases of %s; give more digits", what, len(found), app)
+}
+
+// releaseArg is a release as a command line names it: APP (the head),
+// APP@GENERATION, or APP@COMMIT, the commit SHA (or a prefix of 7 or more
+// hex digits) that bucketops log and Argo CD's History show.
+type releaseArg struct {
+	ref    store.Ref
+	commit string
+}
+
+// parseRelease checks the syntax of a release argument, without asking the
+// bucket.
+func parseRelease(arg string) (releaseArg, error) {
+	app, rev, found := strings.Cut(arg, "@")
+	if found && isCommit(rev) {
+		if err := store.ValidateApp(app); err != nil {
+			return releaseArg{}, err
+		}
+		if len(rev) < minCommitPrefix {
+			return releaseArg{}, usagef("%q: a commit SHA prefix needs at least %d hex digits; after @ give a generation or a commit SHA, as bucketops log %s shows", arg, minCommitPrefix, app)
+		}
+		return releaseArg{ref: store.Ref{App: app}, commit: rev}, nil
+	}
+	ref, err := store.ParseRef(arg)
+	if err != nil {
+		return releaseArg{}, fmt.Errorf("%w (or a commit SHA, as bucketops log shows)", err)
+	}
+	return releaseArg{ref: ref}, nil
+}
+
+// resolve turns a commit into its generation, from the app's history.
+func (a releaseArg) resolve(ctx context.Context, e *env, s *store.Store) (store.Ref, error) {
+	if a.commit == "" {
+		return a.ref, nil
+	}
+	hist, byGen, err := e.commits(ctx, s, a.ref.App)
+	if err != nil {
+		return store.Ref{}, err
+	}
+	gen, err := matchCommit(hist, byGen, a.ref.App, a.ref.App+"@"+a.commit, a.commit)
+	if err != nil {
+		return store.Ref{}, err
+	}
+	return store.Ref{App: a.ref.App, Generation: gen}, nil
 }

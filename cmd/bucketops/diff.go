@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -16,26 +17,40 @@ type diffOutput struct {
 	Unchanged int                   `json:"unchanged"`
 }
 
+// exitDiffers is diff --exit-code's answer when the releases differ: not
+// 1, which is a failure to compare, so a drift check tells them apart.
+const exitDiffers = 8
+
+// errDiffers is diff --exit-code's error when the releases differ.
+var errDiffers = errors.New("the releases differ (--exit-code)")
+
 func newDiff(e *env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "diff APP@GEN1 [APP@GEN2]",
+	var exitCode bool
+	cmd := &cobra.Command{
+		Use:   "diff APP[@REV1] [APP@REV2]",
 		Short: "Show what changed between two releases, per Kubernetes object",
 		Long: `diff compares two releases object by object (matched by group, kind, namespace
 and name) and prints a unified diff of each object that was added, removed or
-changed. The second release defaults to the head of the first one's app.
+changed. A release is APP@GENERATION or APP@COMMIT (the SHA, or a prefix of 7
+or more, that bucketops log and Argo CD show). The second release defaults to
+the head of the first one's app; APP alone compares the head with the release
+before it. With --exit-code it exits 8 when the releases differ (0 when they
+don't, 1 when they couldn't be compared), for drift checks.
 SOPS-encrypted values are compared by ciphertext and never decrypted, so a
 re-encrypted Secret shows as changed even when its values are the same.`,
-		Example: `  bucketops diff prod/payments@1733150000000000
-  bucketops diff staging/payments prod/payments -o json`,
+		Example: `  bucketops diff prod/payments              # the head against the release before it
+  bucketops diff prod/payments@1733150000000000
+  bucketops diff prod/payments@3f2a9c1 prod/payments@b71e004
+  bucketops diff staging/payments prod/payments --exit-code -o json`,
 		Args: args(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			from, err := store.ParseRef(a[0])
+			fromArg, err := parseRelease(a[0])
 			if err != nil {
 				return err
 			}
-			to := store.Ref{App: from.App}
+			toArg := releaseArg{ref: store.Ref{App: fromArg.ref.App}}
 			if len(a) == 2 {
-				if to, err = store.ParseRef(a[1]); err != nil {
+				if toArg, err = parseRelease(a[1]); err != nil {
 					return err
 				}
 			}
@@ -44,16 +59,43 @@ re-encrypted Secret shows as changed even when its values are the same.`,
 				return err
 			}
 			defer closeStore()
+			from, err := fromArg.resolve(cmd.Context(), e, s)
+			if err != nil {
+				return err
+			}
+			to, err := toArg.resolve(cmd.Context(), e, s)
+			if err != nil {
+				return err
+			}
+			if len(a) == 1 && from.Generation == 0 {
+				// The head against the release before it.
+				page, err := s.History(cmd.Context(), from.App, store.HistoryOptions{Limit: 2})
+				if err != nil {
+					return err
+				}
+				if len(page) < 2 {
+					return fmt.Errorf("%s has one release, %s: nothing before it to compare with", from.App, page[0].Ref())
+				}
+				from, to = page[1].Ref(), page[0].Ref()
+			}
 			out, err := diffReleases(cmd, s, from, to)
 			if err != nil {
 				return err
 			}
+			differs := len(out.Changes) > 0
 			if e.json() {
-				return e.printJSON(out)
-			}
-			if len(out.Changes) == 0 {
+				if err := e.printJSON(out); err != nil {
+					return err
+				}
+			} else if !differs {
 				_, err := fmt.Fprintf(e.stdout, "no changes between %s and %s (%d objects)\n", out.From, out.To, out.Unchanged)
 				return err
+			}
+			if e.json() {
+				if differs && exitCode {
+					return errDiffers
+				}
+				return nil
 			}
 			for _, c := range out.Changes {
 				note := ""
@@ -66,11 +108,18 @@ re-encrypted Secret shows as changed even when its values are the same.`,
 			for _, c := range out.Changes {
 				count[c.Change]++
 			}
-			_, err = fmt.Fprintf(e.stdout, "%d added, %d removed, %d changed, %d unchanged between %s and %s\n",
-				count["added"], count["removed"], count["changed"], out.Unchanged, out.From, out.To)
-			return err
+			if _, err = fmt.Fprintf(e.stdout, "%d added, %d removed, %d changed, %d unchanged between %s and %s\n",
+				count["added"], count["removed"], count["changed"], out.Unchanged, out.From, out.To); err != nil {
+				return err
+			}
+			if exitCode {
+				return errDiffers
+			}
+			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit 8 when the releases differ, 0 when they don't (1 stays a failure to compare)")
+	return cmd
 }
 
 func diffReleases(cmd *cobra.Command, s *store.Store, fromRef, toRef store.Ref) (diffOutput, error) {

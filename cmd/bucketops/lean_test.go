@@ -15,8 +15,10 @@ import (
 
 // maxCLIBytes is the CLI's size budget: it runs in every CI job, often
 // downloaded fresh, and was 42.6 MB when it linked the bridge's sops key
-// services and gRPC's DirectPath.
-const maxCLIBytes = 25_000_000
+// services and gRPC's DirectPath. It was 25 MB until the CLI's own code
+// (signature status, doctor, commit references, completion) grew past it
+// by 35 KB in issue 27, with no new module.
+const maxCLIBytes = 26_000_000
 
 // banned are what the CLI must not link, as import path prefixes, and why.
 // It publishes: it reads the SOPS file format (package render), never

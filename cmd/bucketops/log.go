@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bucketops/bucketops/provenance"
 	"github.com/bucketops/bucketops/store"
 )
 
@@ -15,6 +16,7 @@ func newLog(e *env) *cobra.Command {
 	var opts store.HistoryOptions
 	withCommits := true
 	var asOf string
+	var trust trustFlags
 	var withDeploys bool
 	cmd := &cobra.Command{
 		Use:   "log APP",
@@ -30,6 +32,12 @@ the page; --commits=false leaves them out, and then --limit 1 costs one request.
 --as-of T shows the one release that was the head at T (RFC 3339, or a date:
 its start, UTC): what Argo CD was given then.
 
+SIGNATURE is each release's signature judged by the keys given (--key) or the
+trust policy's rule for APP (--trust-policy), as the bridge judges it before
+serving: verified (by which key), unsigned, or broken (the problem, as verify
+names it), from the listing alone (the bytes are not read). Without either
+flag it says "not checked". Judging lists the whole history.
+
 --deploys shows, per release, where and when Argo CD ran it instead: each
 Application it was live on, from when to when, a release Argo CD refuses, one
 never deployed, or one older than the deploys Argo CD keeps
@@ -38,6 +46,7 @@ BUCKETOPS_TOKEN_FILE), which reads Argo CD's own record.`,
 		Example: `  bucketops log prod/payments --limit 20
   bucketops log prod/payments -o json | jq '.[0].generation'
   bucketops log prod/payments --as-of 2026-12-01T09:30:00Z
+  bucketops log prod/payments --trust-policy trust.yaml
   bucketops log prod/payments --deploys --limit 10`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
@@ -62,19 +71,31 @@ BUCKETOPS_TOKEN_FILE), which reads Argo CD's own record.`,
 				}
 				return e.logDeploys(cmd.Context(), a[0], opts.Limit, opts.Before)
 			}
+			judge, err := trust.judge(cmd.Context())
+			if err != nil {
+				return err
+			}
 			s, closeStore, err := e.openStore(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer closeStore()
-			if !withCommits && asOf == "" {
+			var hist []store.Release
+			var byGen map[int64]string
+			switch {
+			case !withCommits && asOf == "" && !judge.Checks():
 				rels, err := s.History(cmd.Context(), a[0], opts)
 				if err != nil {
 					return err
 				}
-				return e.printReleases(rels, nil, false)
+				return e.printReleases(rels, nil, judged(judge, rels, nil), false)
+			case !withCommits && asOf == "":
+				// A release's link is judged against the one before it,
+				// which may be on no page: the whole history is listed.
+				hist, err = s.History(cmd.Context(), a[0], store.HistoryOptions{})
+			default:
+				hist, byGen, err = e.commits(cmd.Context(), s, a[0])
 			}
-			hist, byGen, err := commits(cmd.Context(), s, a[0])
 			if err != nil {
 				return err
 			}
@@ -83,7 +104,7 @@ BUCKETOPS_TOKEN_FILE), which reads Argo CD's own record.`,
 				if !ok {
 					return fmt.Errorf("%s: %w: no release was published at or before %s", a[0], store.ErrNotFound, at.Format(time.RFC3339))
 				}
-				return e.printReleases([]store.Release{rel}, byGen, false)
+				return e.printReleases([]store.Release{rel}, byGen, judged(judge, []store.Release{rel}, hist), false)
 			}
 			var page []store.Release
 			for _, r := range hist {
@@ -91,31 +112,47 @@ BUCKETOPS_TOKEN_FILE), which reads Argo CD's own record.`,
 					page = append(page, r)
 				}
 			}
-			return e.printReleases(page, byGen, false)
+			return e.printReleases(page, byGen, judged(judge, page, hist), false)
 		},
 	}
 	cmd.Flags().IntVar(&opts.Limit, "limit", 0, "show at most this many releases (0: all)")
 	cmd.Flags().Int64Var(&opts.Before, "before", 0, "show only generations older than this one")
 	cmd.Flags().BoolVar(&withCommits, "commits", true, "show each release's commit in the git view (lists the whole history)")
 	cmd.Flags().StringVar(&asOf, "as-of", "", "show only the release that was the head at this time (RFC 3339, or a date)")
+	trust.register(cmd)
 	cmd.Flags().BoolVar(&withDeploys, "deploys", false, "show where and when Argo CD ran each release, from the bridge (BUCKETOPS_BRIDGE, BUCKETOPS_TOKEN_FILE)")
 	return cmd
 }
 
-// loggedRelease is a release with its commit in the git view.
+// judged returns the signature status of each of rels, judged from hist,
+// the app's whole history newest first.
+func judged(j provenance.Judge, rels, hist []store.Release) map[int64]provenance.Status {
+	out := make(map[int64]provenance.Status, len(rels))
+	for _, r := range rels {
+		out[r.Generation] = j.Listed(r, hist)
+	}
+	return out
+}
+
+// loggedRelease is a release with its commit in the git view and the
+// status of its signature.
 type loggedRelease struct {
 	store.Release
-	Commit string `json:"commit,omitempty"`
+	Commit          string             `json:"commit,omitempty"`
+	SignatureStatus *provenance.Status `json:"signature,omitempty"`
 }
 
 // printReleases writes releases as a JSON array (never null), or a table;
-// commits, when not nil, adds each release's commit; withApp adds the app
-// column (ls).
-func (e *env) printReleases(rels []store.Release, commits map[int64]string, withApp bool) error {
+// commits, when not nil, adds each release's commit, and sigs its
+// signature's status; withApp adds the app column (ls).
+func (e *env) printReleases(rels []store.Release, commits map[int64]string, sigs map[int64]provenance.Status, withApp bool) error {
 	if e.json() {
 		out := make([]loggedRelease, len(rels))
 		for i, r := range rels {
 			out[i] = loggedRelease{Release: r, Commit: commits[r.Generation]}
+			if st, ok := sigs[r.Generation]; ok {
+				out[i].SignatureStatus = &st
+			}
 		}
 		return e.printJSON(out)
 	}
@@ -126,7 +163,11 @@ func (e *env) printReleases(rels []store.Release, commits map[int64]string, with
 	if commits != nil {
 		fmt.Fprint(tw, "COMMIT\t")
 	}
-	fmt.Fprintln(tw, "GENERATION\tTIME\tSEQUENCE\tKIND\tRESOURCES\tAUTHOR\tSOURCE\tDIGEST\tMESSAGE")
+	fmt.Fprint(tw, "GENERATION\tTIME\tSEQUENCE\tKIND\tRESOURCES\tAUTHOR\tSOURCE\tDIGEST\t")
+	if sigs != nil {
+		fmt.Fprint(tw, "SIGNATURE\t")
+	}
+	fmt.Fprintln(tw, "MESSAGE")
 	for _, r := range rels {
 		if withApp {
 			fmt.Fprintf(tw, "%s\t", r.App)
@@ -146,8 +187,12 @@ func (e *env) printReleases(rels []store.Release, commits map[int64]string, with
 		if r.Origin != "" {
 			msg = "[from " + r.Origin + "] " + msg
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Generation, formatTime(r.Time), seq, kind,
-			r.Resources, orDash(r.Author), orDash(r.Source), shortDigest(r.Digest), oneLine(msg))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t", r.Generation, formatTime(r.Time), seq, kind,
+			r.Resources, orDash(r.Author), orDash(r.Source), shortDigest(r.Digest))
+		if sigs != nil {
+			fmt.Fprintf(tw, "%s\t", sigs[r.Generation].Short())
+		}
+		fmt.Fprintln(tw, oneLine(msg))
 	}
 	return tw.Flush()
 }

@@ -25,11 +25,12 @@ func main() {
 
 // run executes one command line; main is the only caller that exits.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	out := &countingWriter{w: stdout}
+	e := &env{stdin: stdin, stdout: out, stderr: stderr, getenv: os.Getenv, waiting: &gcsWait{}}
 	root := newRoot(e)
 	root.SetArgs(args)
 	root.SetIn(stdin)
-	root.SetOut(stdout)
+	root.SetOut(out)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
 	if e.cancel != nil {
@@ -40,6 +41,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		// deadline is whole (one object, one generation), and the same
 		// push again is a no-op or completes it.
 		err = fmt.Errorf("gave up after --timeout %s: %w; nothing half-written is left, run the same command again (a release already published is left unchanged) or give a longer --timeout", e.timeout, err)
+	}
+	e.waiting.stop()
+	err = e.waiting.explain(err)
+	if err != nil && e.output == "json" && out.n == 0 {
+		writeErrorObject(stdout, err)
 	}
 	return err
 }

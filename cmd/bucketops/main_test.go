@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 
@@ -386,5 +387,64 @@ func TestPushLabels(t *testing.T) {
 	}
 	if n := len(decode[[]map[string]any](t, bucketops(t, "", "log", "prod/payments", "-o", "json").must(t).stdout)); n != 1 {
 		t.Errorf("%d releases after a refused push, want 1", n)
+	}
+}
+
+func TestVersionFlagAndMistypedCommands(t *testing.T) {
+	if out := bucketops(t, "", "--version").must(t).stdout; !strings.HasPrefix(out, "bucketops "+version+" (go") {
+		t.Errorf("--version: %q", out)
+	}
+	r := bucketops(t, "", "pussh", "dev/web", ".")
+	if r.code != exitInvalid || !strings.Contains(r.stderr, `unknown command "pussh": did you mean push?`) {
+		t.Errorf("a mistyped push: exit %d, %q; want exit %d and a suggestion", r.code, r.stderr, exitInvalid)
+	}
+	if r := bucketops(t, "", "frobnicate"); r.code != exitInvalid || strings.Contains(r.stderr, "did you mean") || !strings.Contains(r.stderr, "--help") {
+		t.Errorf("an unknown command: exit %d, %q", r.code, r.stderr)
+	}
+}
+
+// TestShellCompletionCompletesAppNames runs what the shell's completion
+// script runs: the apps of the bucket, under the directory typed so far.
+func TestShellCompletionCompletesAppNames(t *testing.T) {
+	startBucket(t)
+	dir := writeFiles(t, map[string]string{"cm.yaml": configMap("settings", "1")})
+	for _, app := range []string{"prod/payments", "prod/web", "dev/web"} {
+		bucketops(t, "", "push", app, dir, "-m", "first of "+app).must(t)
+	}
+	out := bucketops(t, "", "__complete", "show", "prod/").must(t).stdout
+	if !strings.Contains(out, "prod/payments\tfirst of prod/payments\n") || !strings.Contains(out, "prod/web\t") || strings.Contains(out, "dev/web") {
+		t.Errorf("completing show prod/:\n%s", out)
+	}
+	out = bucketops(t, "", "__complete", "log", "prod/p").must(t).stdout
+	if !strings.Contains(out, "prod/payments") || strings.Contains(out, "prod/web") {
+		t.Errorf("completing log prod/p:\n%s", out)
+	}
+}
+
+// TestLsFitsEightyColumns: ls's table fits a terminal of 80 columns
+// whatever the messages, authors and sources hold; -o wide has them all.
+func TestLsFitsEightyColumns(t *testing.T) {
+	startBucket(t)
+	dir := writeFiles(t, map[string]string{"cm.yaml": configMap("a", "1")})
+	long := strings.Repeat("a long commit message that goes on ", 5)
+	for _, app := range []string{"prod/payments", "prod/web", "staging/payments-gateway"} {
+		bucketops(t, "", "push", app, dir, "-m", long, "--author", "Release Bot <release-bot@acme.example.com>", "--source", "https://github.com/acme/payments/commit/0123456789abcdef0123456789abcdef01234567").must(t)
+	}
+	out := bucketops(t, "", "ls").must(t).stdout
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "APP") || !strings.Contains(lines[3], "staging/payments-gateway") {
+		t.Fatalf("ls:\n%s", out)
+	}
+	for _, l := range lines {
+		if n := utf8.RuneCountInString(l); n > 80 {
+			t.Errorf("a line of %d columns: %q", n, l)
+		}
+	}
+	if !strings.Contains(lines[1], "a long commit") || !strings.HasSuffix(lines[1], "…") {
+		t.Errorf("the message is not shown, cut to fit: %q", lines[1])
+	}
+	wide := bucketops(t, "", "ls", "-o", "wide").must(t).stdout
+	if !strings.Contains(wide, "AUTHOR") || !strings.Contains(wide, "release-bot@acme.example.com") {
+		t.Errorf("ls -o wide:\n%s", wide)
 	}
 }

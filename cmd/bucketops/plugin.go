@@ -59,7 +59,9 @@ bearer token (role plugin) from the file BUCKETOPS_TOKEN_FILE.
 
 It fails closed: on any failure it prints nothing on stdout, one line on stderr
 saying what failed for which app and generation, and exits non-zero, so Argo CD
-reports an error instead of pruning the app. It writes no files.`,
+reports an error instead of pruning the app. For a release the bridge refuses,
+the line is the bridge's: app@generation, the rule that refused it, what to do,
+and the reason code in brackets. It writes no files.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Argo CD kills the plugin after ARGOCD_EXEC_TIMEOUT (90s):
@@ -161,9 +163,14 @@ func (e *env) generate(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("%s: reading the bridge's answer: %w", what, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var eb struct{ Error, Reason string }
+		var eb struct{ Error, Reason, Message string }
 		if json.Unmarshal(body, &eb) != nil || eb.Error == "" {
 			eb.Error, eb.Reason = strings.TrimSpace(string(body)), "http_"+strconv.Itoa(resp.StatusCode)
+		}
+		if eb.Message != "" {
+			// The bridge's line for Argo CD: the release, what refused
+			// it, what to do, and the reason code.
+			return nil, errors.New(eb.Message)
 		}
 		return nil, fmt.Errorf("%s: %s (%d): %s", what, eb.Reason, resp.StatusCode, eb.Error)
 	}

@@ -186,12 +186,12 @@ func TestPluginGenerateFailsClosed(t *testing.T) {
 		want []string
 	}{
 		{"no app", map[string]string{}, []string{"no app", "parameter app"}},
-		{"a missing app", map[string]string{"PARAM_APP": "prod/nope"}, []string{"prod/nope (head)", "app_not_found", "404"}},
-		{"an unknown generation", map[string]string{"PARAM_APP": "prod/api", "PARAM_GENERATION": "42"}, []string{"prod/api@42", "generation_not_found"}},
+		{"a missing app", map[string]string{"PARAM_APP": "prod/nope"}, []string{"bucketops: prod/nope (head): no release of prod/nope in the bucket; publish one (bucketops push prod/nope DIR)", "[app_not_found]"}},
+		{"an unknown generation", map[string]string{"PARAM_APP": "prod/api", "PARAM_GENERATION": "42"}, []string{"bucketops: prod/api@42: no generation 42 of prod/api in the bucket", "bucketops log prod/api", "[generation_not_found]"}},
 		{"an app that escapes", map[string]string{"PARAM_APP": "../etc"}, []string{`"../etc"`}},
-		{"bytes that don't match their digest", map[string]string{"PARAM_APP": "prod/corrupt"}, []string{"prod/corrupt (head)", "digest_mismatch", "502"}},
-		{"a document that isn't a Kubernetes object", map[string]string{"PARAM_APP": "prod/notk8s"}, []string{"prod/notk8s", "invalid_release", "422"}},
-		{"invalid YAML", map[string]string{"PARAM_APP": "prod/badyaml"}, []string{"prod/badyaml", "invalid_release", "x.yaml"}},
+		{"bytes that don't match their digest", map[string]string{"PARAM_APP": "prod/corrupt"}, []string{"bucketops: prod/corrupt@", "the stored bytes don't match the release's bucketops-digest", "bucketops rollback prod/corrupt --to GEN", "[digest_mismatch]"}},
+		{"a document that isn't a Kubernetes object", map[string]string{"PARAM_APP": "prod/notk8s"}, []string{"bucketops: prod/notk8s@", "x.yaml: document 1", "fix the manifests and publish again", "[invalid_release]"}},
+		{"invalid YAML", map[string]string{"PARAM_APP": "prod/badyaml"}, []string{"bucketops: prod/badyaml@", "[invalid_release]", "x.yaml"}},
 		{"a wrong token", map[string]string{"PARAM_APP": "prod/api", "BUCKETOPS_TOKEN_FILE": writeToken(t, "wrong-token-0123456789abcdef")}, []string{"unauthenticated", "401"}},
 		{"a missing token file", map[string]string{"PARAM_APP": "prod/api", "BUCKETOPS_TOKEN_FILE": "/nonexistent/token"}, []string{"bearer token", "/nonexistent/token"}},
 		{"an unreachable bridge", map[string]string{"PARAM_APP": "prod/api", "BUCKETOPS_BRIDGE": "http://127.0.0.1:1"}, []string{"prod/api (head)", "bridge unreachable"}},

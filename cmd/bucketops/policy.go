@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/bucketops/bucketops/policy"
 	"github.com/bucketops/bucketops/render"
@@ -62,4 +63,16 @@ func checkCopy(ctx context.Context, pol *policy.Policy, s *store.Store, src stor
 		return fmt.Errorf("%s: %w", rel.Ref(), err)
 	}
 	return checkRelease(pol, dst, parsed.Objects)
+}
+
+// warnPlaintextSecrets says on stderr which Secrets of a release push
+// stores in clear, when no policy is there to refuse them: the bucket,
+// bucketops show and everyone who can read the bucket see their values
+// (the UI redacts them; Argo CD's Redis caches them either way).
+func warnPlaintextSecrets(w io.Writer, app string, objs []render.Object) {
+	for _, o := range objs {
+		if o.Kind == "Secret" && o.APIVersion == "v1" && !o.Encrypted {
+			fmt.Fprintf(w, "bucketops: warning: %s: %s (%s) is not SOPS-encrypted: its values are stored in clear in the bucket, where anyone who can read it (and bucketops show) sees them; encrypt it with sops --encrypted-regex '^(data|stringData)$', or give --policy to refuse such pushes\n", app, o, o.Source)
+		}
+	}
 }

@@ -72,3 +72,23 @@ func TestWritingVerbsEnforceThePolicy(t *testing.T) {
 		}
 	})
 }
+
+// TestPushWarnsOfPlaintextSecretsWithoutAPolicy: with no policy to refuse
+// it, a Secret in clear is published, with a warning naming it and what to
+// do; a release without one gives no warning.
+func TestPushWarnsOfPlaintextSecretsWithoutAPolicy(t *testing.T) {
+	startBucket(t)
+	secret := "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: pay\nstringData:\n  password: hunter2\n"
+	dir := writeFiles(t, map[string]string{"secret.yaml": secret, "cm.yaml": configMap("settings", "1")})
+	r := bucketops(t, "", "push", "prod/pay", dir).must(t)
+	if !strings.Contains(r.stderr, "warning: prod/pay: Secret pay/db (secret.yaml) is not SOPS-encrypted") || !strings.Contains(r.stderr, "sops --encrypted-regex") {
+		t.Errorf("stderr:\n%s", r.stderr)
+	}
+	if strings.Contains(r.stderr, "ConfigMap") {
+		t.Errorf("warned about a ConfigMap: %s", r.stderr)
+	}
+	clean := writeFiles(t, map[string]string{"cm.yaml": configMap("settings", "2")})
+	if r := bucketops(t, "", "push", "prod/pay", clean).must(t); strings.Contains(r.stderr, "warning") {
+		t.Errorf("a release without Secrets warned: %s", r.stderr)
+	}
+}

@@ -22,14 +22,14 @@ any publish.`,
   bucketops promote staging/payments@1733150000000000 prod/payments --sequence 42`,
 		Args: args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			src, err := store.ParseRef(a[0])
+			src, err := parseRelease(a[0])
 			if err != nil {
 				return err
 			}
 			if err := store.ValidateApp(a[1]); err != nil {
 				return err
 			}
-			return e.copyRelease(cmd, &f, src, a[1], "")
+			return e.copyRelease(cmd, &f, src.ref, a[1], src.commit)
 		},
 	}
 	f.register(cmd, false)
@@ -108,7 +108,7 @@ func (e *env) revision(ctx context.Context, s *store.Store, app, to string) (int
 	if strings.Trim(to, "0123456789") == "" && len(to) != 40 {
 		return resolveRevision(nil, nil, app, to)
 	}
-	hist, byGen, err := commits(ctx, s, app)
+	hist, byGen, err := e.commits(ctx, s, app)
 	if err != nil {
 		return 0, err
 	}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,6 +16,7 @@ func newPush(e *env) *cobra.Command {
 	var f publishFlags
 	var w waitFlags
 	var summaryFile string
+	var r retryFlags
 	cmd := &cobra.Command{
 		Use:   "push APP PATH|-",
 		Short: "Validate manifests and publish them as the app's new release",
@@ -55,6 +58,9 @@ failed to (exit 5), as bucketops wait does.`,
 			if err := f.validate(e); err != nil {
 				return err
 			}
+			if r.retries < 0 || r.delay < 0 {
+				return usagef("--retries %d, --retry-delay %s: give a count and a delay of 0 or more", r.retries, r.delay)
+			}
 			pol, err := f.policy(e)
 			if err != nil {
 				return err
@@ -72,45 +78,53 @@ failed to (exit 5), as bucketops wait does.`,
 			if err := checkRelease(pol, app, rel.Objects); err != nil {
 				return err
 			}
+			if pol == nil {
+				warnPlaintextSecrets(e.stderr, app, rel.Objects)
+			}
 			p := f.publication(cmd, e)
 			p.Data = rel.Bytes
 			p.Resources = rel.Resources()
 
-			ctx := cmd.Context()
-			closeSigner, err := f.sign(ctx, e, &p)
+			closeSigner, err := f.sign(cmd.Context(), e, &p)
 			if err != nil {
 				return err
 			}
 			defer closeSigner()
-			s, closeStore, err := e.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeStore()
-			if w.wait {
-				// Check before publishing, not after.
-				if _, _, err := e.bridge("reader"); err != nil {
-					return fmt.Errorf("--wait: %w", err)
-				}
-			}
-			res, err := s.Publish(ctx, app, p)
-			if err != nil {
-				return err
-			}
-			published, row.generation, row.digest = &res, res.Generation, res.Digest
-			if !w.wait {
-				return e.printResult(res)
-			}
-			if !e.json() {
-				if err := e.printResult(res); err != nil {
+			// Again, as a whole, while the failure may heal: a write that
+			// landed behind an error is this push's own (unchanged).
+			return e.retry("push "+app, r, func(ctx context.Context) error {
+				s, closeStore, err := e.openStore(ctx)
+				if err != nil {
 					return err
 				}
-			}
-			return e.waitDeployed(cmd, res.Ref(), w.timeout)
+				defer closeStore()
+				if w.wait {
+					// Check before publishing, not after.
+					if err := e.checkWait(ctx, app); err != nil {
+						return fmt.Errorf("--wait: %w; nothing was published", err)
+					}
+				}
+				res, err := s.Publish(ctx, app, p)
+				if err != nil {
+					return err
+				}
+				published, row.generation, row.digest = &res, res.Generation, res.Digest
+				if !w.wait {
+					return e.printResult(res)
+				}
+				if !e.json() {
+					if err := e.printResult(res); err != nil {
+						return err
+					}
+				}
+				return e.waitDeployed(cmd, res.Ref(), w.timeout)
+			})
 		},
 	}
 	f.register(cmd, true)
 	w.register(cmd, true)
+	cmd.Flags().IntVar(&r.retries, "retries", 0, "run the push again up to this many times when it fails in a way that may heal (GCS or the bridge answering 429 or 5xx, the network, --timeout); never for a refused token or credentials, invalid input, stale or conflict")
+	cmd.Flags().DurationVar(&r.delay, "retry-delay", 15*time.Second, "wait this long before the first retry, twice as long before the second, and so on")
 	cmd.Flags().StringVar(&summaryFile, "summary", "", "append a Markdown table row (app, generation, digest, status) to this file, whatever the outcome (default $GITHUB_STEP_SUMMARY)")
 	return cmd
 }

@@ -48,6 +48,8 @@ func exitCode(err error) int {
 		errors.Is(err, render.ErrInvalid), errors.Is(err, store.ErrBucket), errors.Is(err, policy.ErrDenied),
 		errors.Is(err, store.ErrTooLarge), errors.Is(err, store.ErrInvalidRetention):
 		return exitInvalid
+	case errors.Is(err, errDiffers):
+		return exitDiffers
 	case errors.Is(err, errRolledBack):
 		return exitRolledBack
 	case errors.Is(err, errUnverified):
@@ -75,6 +77,8 @@ type env struct {
 	cancel  context.CancelFunc
 	// base is the command's context before --timeout: waits have their own.
 	base context.Context
+	// waiting says on stderr what a command waiting on GCS waits for.
+	waiting *gcsWait
 }
 
 func newRoot(e *env) *cobra.Command {
@@ -90,17 +94,23 @@ The bucket comes from --bucket gs://BUCKET[/PREFIX] or BUCKETOPS_BUCKET.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// With no subcommand matched, the arguments are a mistyped command.
-		Args: args(cobra.NoArgs),
+		Args: func(cmd *cobra.Command, a []string) error {
+			if len(a) > 0 {
+				return unknownCommand(cmd, a[0])
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-			if e.output != "text" && e.output != "json" {
-				return usagef("-o %q: use text or json", e.output)
+			if e.output != "text" && e.output != "json" && e.output != "wide" {
+				return usagef("-o %q: use text, json or wide (ls's every column)", e.output)
 			}
 			if e.timeout <= 0 {
 				return usagef("--timeout %s: give a positive duration such as 30s or 2m", e.timeout)
 			}
 			// Every request of the command finishes within --timeout.
 			e.base = cmd.Context()
+			e.waiting.start(e.stderr, e.getenv("STORAGE_EMULATOR_HOST"), e.timeout)
 			ctx, cancel := context.WithTimeout(cmd.Context(), e.timeout)
 			cmd.SetContext(ctx)
 			e.cancel = cancel
@@ -110,13 +120,14 @@ The bucket comes from --bucket gs://BUCKET[/PREFIX] or BUCKETOPS_BUCKET.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	pf := root.PersistentFlags()
 	pf.StringVar(&e.bucket, "bucket", "", "the bucket, gs://BUCKET[/PREFIX] (default $BUCKETOPS_BUCKET)")
-	pf.StringVarP(&e.output, "output", "o", "text", "output format: text or json")
+	pf.StringVarP(&e.output, "output", "o", "text", "output format: text, json, or wide (ls: every column)")
 	pf.BoolVarP(&e.verbose, "verbose", "v", false, "log requests and retries to stderr")
 	pf.DurationVar(&e.timeout, "timeout", 2*time.Minute, "give up (exit 1) when the command, retries included, takes longer")
 	root.AddCommand(
 		newPush(e), newLog(e), newShow(e), newDiff(e), newPromote(e), newRollback(e),
-		newRetire(e), newLs(e), newVersion(e), newPlugin(e), newWait(e), newKeygen(e), newVerify(e),
+		newRetire(e), newLs(e), newVersion(e), newPlugin(e), newWait(e), newKeygen(e), newVerify(e), newDoctor(e),
 	)
+	wireCompletion(e, root)
 	return root
 }
 
@@ -162,7 +173,8 @@ func (e *env) openStore(ctx context.Context) (*store.Store, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to GCS: %w", err)
 	}
-	return store.New(client, loc, e.logger()), func() { client.Close() }, nil
+	st := store.New(client, loc, e.logger(), store.FailFastOnRefused(), store.WithRetryNotice(e.waiting.note))
+	return st, func() { client.Close() }, nil
 }
 
 func (e *env) json() bool { return e.output == "json" }

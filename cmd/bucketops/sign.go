@@ -148,8 +148,7 @@ type verifyOutput struct {
 func newVerify(e *env) *cobra.Command {
 	var (
 		chain     bool
-		keys      []string
-		trustFile string
+		trust     trustFlags
 		skipBytes bool
 	)
 	cmd := &cobra.Command{
@@ -177,20 +176,25 @@ rollback floor or --chain finds the floor's release deleted.`,
   bucketops verify prod/payments --chain --trust-policy trust.yaml -o json`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			ref, err := store.ParseRef(a[0])
+			arg, err := parseRelease(a[0])
 			if err != nil {
 				return err
 			}
-			if chain && ref.Generation != 0 {
-				return usagef("--chain checks all of %s's history; leave out @%d", ref.App, ref.Generation)
+			ref := arg.ref
+			if chain && (ref.Generation != 0 || arg.commit != "") {
+				rev := arg.commit
+				if rev == "" {
+					rev = fmt.Sprint(ref.Generation)
+				}
+				return usagef("--chain checks all of %s's history; leave out @%s", ref.App, rev)
 			}
-			if (len(keys) == 0) == (trustFile == "") {
+			if given, err := trust.given(); err != nil || !given {
 				return usagef("name the trusted keys: --key FILE (repeatable) or --trust-policy FILE")
 			}
 			ctx := cmd.Context()
 			k := &provenance.KMS{Options: kmsClientOptions}
 			defer k.Close()
-			trusted, err := trustedKeys(ctx, k, keys, trustFile, ref.App)
+			trusted, err := trust.keysFor(ctx, k, ref.App)
 			if err != nil {
 				return err
 			}
@@ -199,6 +203,9 @@ rollback floor or --chain finds the floor's release deleted.`,
 				return err
 			}
 			defer closeStore()
+			if ref, err = arg.resolve(ctx, e, s); err != nil {
+				return err
+			}
 			var findings []provenance.Finding
 			if chain {
 				// The floor the bridge keeps in the bucket tells a
@@ -207,7 +214,8 @@ rollback floor or --chain finds the floor's release deleted.`,
 				if m, err = floor.New(s.Client(), s.Location()).Get(ctx, ref.App); err != nil {
 					return err
 				}
-				findings, err = trusted.VerifyChain(ctx, s, ref.App, provenance.ChainOptions{SkipBytes: skipBytes, Floor: m})
+				run := e.longRun("verify --chain " + ref.App)
+				findings, err = trusted.VerifyChain(ctx, s, ref.App, provenance.ChainOptions{SkipBytes: skipBytes, Floor: m, Listed: run.listed, Checked: run.checked})
 			} else {
 				var f provenance.Finding
 				f, err = trusted.VerifyRef(ctx, s, ref)
@@ -225,31 +233,84 @@ rollback floor or --chain finds the floor's release deleted.`,
 	}
 	fs := cmd.Flags()
 	fs.BoolVar(&chain, "chain", false, "check every release of the app and the chain they form")
-	fs.StringArrayVar(&keys, "key", nil, "a trusted public key: a PEM file (bucketops keygen's .pub) or gcpkms://…/cryptoKeyVersions/N; repeatable")
-	fs.StringVar(&trustFile, "trust-policy", "", "trust the keys the bridge's trust policy file names for the app")
+	trust.register(cmd)
 	fs.BoolVar(&skipBytes, "skip-bytes", false, "with --chain, check signatures and links from the listing alone, without reading every release's bytes")
 	return cmd
 }
 
-// trustedKeys resolves --key or --trust-policy.
-func trustedKeys(ctx context.Context, k *provenance.KMS, specs []string, trustFile, app string) (provenance.Keys, error) {
-	if trustFile != "" {
-		data, err := os.ReadFile(trustFile)
+// trustFlags are the keys a command judges signatures by: public keys
+// (--key, repeatable) or the bridge's trust policy (--trust-policy). verify
+// needs one of them; log and show judge by them when given.
+type trustFlags struct {
+	keys []string
+	file string
+}
+
+func (f *trustFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringArrayVar(&f.keys, "key", nil, "a trusted public key: a PEM file (bucketops keygen's .pub) or gcpkms://…/cryptoKeyVersions/N; repeatable")
+	fs.StringVar(&f.file, "trust-policy", "", "trust the keys the bridge's trust policy file names for the app")
+}
+
+// given reports whether keys or a trust policy were named; both is a
+// usage error.
+func (f *trustFlags) given() (bool, error) {
+	if len(f.keys) > 0 && f.file != "" {
+		return false, usagef("name the trusted keys one way: --key FILE (repeatable) or --trust-policy FILE, not both")
+	}
+	return len(f.keys) > 0 || f.file != "", nil
+}
+
+// keysFor resolves the keys trusted for app (verify): an app the trust
+// policy has no rule for is a usage error.
+func (f *trustFlags) keysFor(ctx context.Context, k *provenance.KMS, app string) (provenance.Keys, error) {
+	if f.file != "" {
+		p, err := f.policy(ctx, k)
 		if err != nil {
-			return provenance.Keys{}, usagef("--trust-policy: %w", err)
-		}
-		p, err := provenance.ParseTrustPolicy(ctx, data, k)
-		if err != nil {
-			return provenance.Keys{}, usagef("--trust-policy %s: %w", trustFile, err)
+			return provenance.Keys{}, err
 		}
 		rule, ok := p.RuleFor(app)
 		if !ok {
-			return provenance.Keys{}, usagef("--trust-policy %s: no rule covers %s", trustFile, app)
+			return provenance.Keys{}, usagef("--trust-policy %s: no rule covers %s", f.file, app)
 		}
 		return rule.Keys(), nil
 	}
+	return f.publicKeys(ctx, k)
+}
+
+// judge returns what log and show judge each release's signature by: the
+// trust policy's rule for its app, the keys given, or, with neither flag,
+// nothing (every release "not checked").
+func (f *trustFlags) judge(ctx context.Context) (provenance.Judge, error) {
+	given, err := f.given()
+	if err != nil || !given {
+		return provenance.NotChecked("no --key or --trust-policy given"), err
+	}
+	k := &provenance.KMS{Options: kmsClientOptions}
+	defer k.Close()
+	if f.file != "" {
+		p, err := f.policy(ctx, k)
+		return provenance.PolicyJudge(p), err
+	}
+	keys, err := f.publicKeys(ctx, k)
+	return provenance.KeysJudge(keys), err
+}
+
+func (f *trustFlags) policy(ctx context.Context, k *provenance.KMS) (*provenance.TrustPolicy, error) {
+	data, err := os.ReadFile(f.file)
+	if err != nil {
+		return nil, usagef("--trust-policy: %w", err)
+	}
+	p, err := provenance.ParseTrustPolicy(ctx, data, k)
+	if err != nil {
+		return nil, usagef("--trust-policy %s: %w", f.file, err)
+	}
+	return p, nil
+}
+
+func (f *trustFlags) publicKeys(ctx context.Context, k *provenance.KMS) (provenance.Keys, error) {
 	var keys []provenance.Key
-	for _, spec := range specs {
+	for _, spec := range f.keys {
 		key := provenance.Key{Name: spec}
 		if strings.HasPrefix(spec, provenance.KMSScheme) {
 			version, err := provenance.KMSVersion(spec)

@@ -131,3 +131,139 @@ func TestSignWithCloudKMS(t *testing.T) {
 		t.Errorf("a key CI may not use: exit %d %q", r.code, r.stderr)
 	}
 }
+
+// TestLogAndShowSignatures: log and show say of each release whether its
+// signature verified (by which key, under which trust rule), is missing,
+// or is broken (which check failed), judged as the bridge judges it, and
+// "not checked" when given no keys.
+func TestLogAndShowSignatures(t *testing.T) {
+	emu := startBucket(t)
+	dir := t.TempDir()
+	key, other := filepath.Join(dir, "ci-2026"), filepath.Join(dir, "intruder")
+	bucketops(t, "", "keygen", "--out", key).must(t)
+	bucketops(t, "", "keygen", "--out", other).must(t)
+	pub, _ := os.ReadFile(key + ".pub")
+	policy := filepath.Join(dir, "trust.yaml")
+	os.WriteFile(policy, []byte("keys:\n  ci-2026: |\n    "+strings.ReplaceAll(strings.TrimSpace(string(pub)), "\n", "\n    ")+"\nrules:\n  - prefix: prod\n    require: signed\n    keys: [ci-2026]\n"), 0o644)
+	push := func(v string, args ...string) string {
+		t.Helper()
+		files := writeFiles(t, map[string]string{"cm.yaml": configMap("web", v)})
+		out := decode[map[string]any](t, bucketops(t, "", append([]string{"push", "prod/web", files, "-o", "json"}, args...)...).must(t).stdout)
+		return fmt.Sprint(int64(out["generation"].(float64)))
+	}
+	verified := push("1", "--sign-key", key+".key")
+	unsigned := push("2")
+	edited := push("3", "--sign-key", key+".key")
+	if _, err := gcs(t, emu).Object("prod/web/manifests.yaml").Update(t.Context(), storage.ObjectAttrsToUpdate{Metadata: map[string]string{"bucketops-author": "mallory"}}); err != nil {
+		t.Fatal(err)
+	}
+	untrusted := push("4", "--sign-key", other+".key")
+
+	want := map[string]string{ // by generation, as log's table says it
+		verified:  "verified (" + key + ".pub)",
+		unsigned:  "unsigned",
+		edited:    "broken: metadata_mismatch",
+		untrusted: "broken: unknown_key",
+	}
+	for _, args := range [][]string{{"--key", key + ".pub"}, {"--key", key + ".pub", "--commits=false"}} {
+		text := bucketops(t, "", append([]string{"log", "prod/web"}, args...)...).must(t).stdout
+		if !strings.Contains(text, "SIGNATURE") {
+			t.Errorf("log %v has no SIGNATURE column:\n%s", args, text)
+		}
+		for gen, w := range want {
+			if line := lineWith(text, gen); !strings.Contains(line, w) {
+				t.Errorf("log %v: release %s reads %q, want %q", args, gen, line, w)
+			}
+		}
+	}
+	type logged struct {
+		Generation int64
+		Signature  struct {
+			State, Key, Problem, Detail string
+			KeyID                       string `json:"key_id"`
+			Rule                        *struct{ Prefix, Require string }
+		}
+	}
+	rows := decode[[]logged](t, bucketops(t, "", "log", "prod/web", "--trust-policy", policy, "-o", "json").must(t).stdout)
+	states := map[string]string{}
+	for _, r := range rows {
+		s := r.Signature
+		states[fmt.Sprint(r.Generation)] = s.State + " " + s.Problem
+		if s.Rule == nil || s.Rule.Prefix != "prod" || s.Rule.Require != "signed" {
+			t.Errorf("log -o json: release %d judged under %+v, want the trust rule prod", r.Generation, s.Rule)
+		}
+		if s.State == "verified" && (s.Key != "ci-2026" || !strings.HasPrefix(s.KeyID, "SHA256:")) {
+			t.Errorf("log -o json: release %d verified by %q (%s)", r.Generation, s.Key, s.KeyID)
+		}
+	}
+	for gen, w := range map[string]string{verified: "verified ", unsigned: "unsigned missing_signature", edited: "broken metadata_mismatch", untrusted: "broken unknown_key"} {
+		if states[gen] != w {
+			t.Errorf("log -o json: release %s is %q, want %q", gen, states[gen], w)
+		}
+	}
+
+	// Without keys, nothing is judged: never a guess.
+	text := bucketops(t, "", "log", "prod/web").must(t).stdout
+	if strings.Count(text, "not checked") != 4 || strings.Contains(text, "verified") || strings.Contains(text, "unsigned") {
+		t.Errorf("log without keys:\n%s", text)
+	}
+	for _, r := range decode[[]logged](t, bucketops(t, "", "log", "prod/web", "-o", "json", "--limit", "1", "--commits=false").must(t).stdout) {
+		if r.Signature.State != "not_checked" {
+			t.Errorf("log -o json without keys: %+v", r.Signature)
+		}
+	}
+
+	// show: the whole line, the bytes checked too.
+	for _, tc := range []struct {
+		ref  string
+		args []string
+		want string
+	}{
+		{"prod/web@" + verified, []string{"--trust-policy", policy}, `signature: verified: signed by ci-2026 (SHA256:`},
+		{"prod/web@" + verified, []string{"--trust-policy", policy}, `trust rule "prod" (require: signed); the bytes match the signed digest`},
+		{"prod/web@" + unsigned, []string{"--key", key + ".pub"}, "signature: unsigned: the release is not signed"},
+		{"prod/web@" + edited, []string{"--key", key + ".pub"}, `signature: broken: metadata_mismatch: its metadata shows author "mallory"`},
+		{"prod/web", []string{"--trust-policy", policy}, `signature: broken: unknown_key: signed by SHA256:`},
+		{"prod/web", nil, "signature: not checked: no --key or --trust-policy given"},
+	} {
+		out := bucketops(t, "", append([]string{"show", tc.ref}, tc.args...)...).must(t).stdout
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), tc.want) {
+			t.Errorf("show %s %v lacks %q:\n%s", tc.ref, tc.args, tc.want, out)
+		}
+	}
+	type shown struct {
+		Signature struct {
+			State, Key, Problem string
+			KeyID               string `json:"key_id"`
+			BytesChecked        bool   `json:"bytes_checked"`
+		}
+	}
+	if s := decode[shown](t, bucketops(t, "", "show", "prod/web@"+verified, "--key", key+".pub", "-o", "json").must(t).stdout).Signature; s.State != "verified" || !s.BytesChecked || !strings.HasPrefix(s.KeyID, "SHA256:") {
+		t.Errorf("show -o json of a verified release: %+v", s)
+	}
+	if s := decode[shown](t, bucketops(t, "", "show", "prod/web@"+edited, "--key", key+".pub", "-o", "json").must(t).stdout).Signature; s.State != "broken" || s.Problem != "metadata_mismatch" {
+		t.Errorf("show -o json of an edited release: %+v", s)
+	}
+	if s := decode[shown](t, bucketops(t, "", "show", "prod/web", "-o", "json").must(t).stdout).Signature; s.State != "not_checked" {
+		t.Errorf("show -o json without keys: %+v", s)
+	}
+
+	for _, args := range [][]string{
+		{"log", "prod/web", "--key", key + ".pub", "--trust-policy", policy},
+		{"show", "prod/web", "--raw", "--key", key + ".pub"},
+	} {
+		if r := bucketops(t, "", args...); r.code != exitInvalid {
+			t.Errorf("%v: exit %d %s, want 2", args, r.code, r.stderr)
+		}
+	}
+}
+
+// lineWith returns the first line of text holding s.
+func lineWith(text, s string) string {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			return l
+		}
+	}
+	return ""
+}

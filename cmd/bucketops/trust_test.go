@@ -98,13 +98,19 @@ func TestPluginRefusesUntrustedReleases(t *testing.T) {
 	}
 
 	_, otherPriv, _ := ed25519.GenerateKey(nil)
+	// Each refusal is one line naming the release, the rule, what to do
+	// and the reason: what Argo CD shows in the Application's condition.
 	cases := []struct {
 		app    string
 		tamper func(app string, hist []store.Release)
-		want   string
+		// code is the bracketed reason; says, what the line says.
+		code string
+		says []string
 	}{
-		{"prod/unsigned", func(app string, _ []store.Release) { push(app, "evil", nil) }, "missing_signature"},
-		{"prod/other-key", func(app string, _ []store.Release) { push(app, "evil", provenance.NewKeySigner(otherPriv)) }, "unknown_key"},
+		{"prod/unsigned", func(app string, _ []store.Release) { push(app, "evil", nil) }, "untrusted_release: missing_signature",
+			[]string{`not signed, and trust rule "prod" accepts only releases signed by its keys; publish it signed: bucketops push prod/unsigned DIR --sign-key KEY`}},
+		{"prod/other-key", func(app string, _ []store.Release) { push(app, "evil", provenance.NewKeySigner(otherPriv)) }, "untrusted_release: unknown_key",
+			[]string{`not signed by a key that trust rule "prod" accepts (signed by ` + provenance.KeyID(otherPriv.Public().(ed25519.PublicKey)) + `)`, "--sign-key KEY", "add the key to the rule if it is yours"}},
 		{"prod/bad-sig", func(app string, _ []store.Release) {
 			var env dsse.Envelope
 			json.Unmarshal([]byte(bucket.Attrs(t, object(app), 0).Metadata["bucketops-signature"]), &env)
@@ -113,38 +119,53 @@ func TestPluginRefusesUntrustedReleases(t *testing.T) {
 			env.Signatures[0].Sig = base64.StdEncoding.EncodeToString(sig)
 			out, _ := json.Marshal(env)
 			bucket.EditMetadata(t, object(app), "bucketops-signature", string(out))
-		}, "bad_signature"},
+		}, "untrusted_release: bad_signature", []string{`its signature doesn't verify with the keys of trust rule "prod"`, "publish it signed: bucketops push prod/bad-sig DIR --sign-key KEY"}},
 		{"prod/rewritten", func(app string, _ []store.Release) {
 			bucket.Rewrite(t, object(app), []byte(configMap("a", "evil")))
-		}, "digest_mismatch"},
+		}, "digest_mismatch", []string{"the stored bytes don't match the release's bucketops-digest", "bucketops rollback prod/rewritten --to GEN"}},
 		{"prod/redigested", func(app string, _ []store.Release) {
 			evil := []byte(configMap("a", "evil"))
 			bucket.Rewrite(t, object(app), evil)
 			bucket.EditMetadata(t, object(app), "bucketops-digest", store.Digest(evil))
 			bucket.EditMetadata(t, object(app), "bucketops-size", fmt.Sprint(len(evil)))
-		}, "metadata_mismatch"},
+		}, "untrusted_release: metadata_mismatch", []string{`not what was signed, so trust rule "prod" refuses it`, "--sign-key KEY"}},
 		{"prod/edited", func(app string, _ []store.Release) {
 			bucket.EditMetadata(t, object(app), "bucketops-origin", "prod/x@1")
-		}, "metadata_mismatch"},
-		{"prod/gap", func(app string, hist []store.Release) { bucket.DeleteGeneration(t, object(app), hist[1].Generation) }, "gap"},
+		}, "untrusted_release: metadata_mismatch", []string{`not what was signed, so trust rule "prod" refuses it`, "origin"}},
+		{"prod/gap", func(app string, hist []store.Release) { bucket.DeleteGeneration(t, object(app), hist[1].Generation) },
+			"untrusted_release: gap", []string{`its signed history is broken, so trust rule "prod" refuses it`, "is gone from the history", "publish a new signed release on top of the head (bucketops push prod/gap DIR --sign-key KEY)"}},
 		{"prod/replayed", func(app string, hist []store.Release) {
 			bucket.CopyObject(t, object(app), hist[0].Generation, object(app))
-		}, "fork"},
-		{"prod/planted", func(app string, _ []store.Release) { bucket.CopyObject(t, object("prod/good"), 0, object(app)) }, "wrong_app"},
+		}, "untrusted_release: fork", []string{`its signed history is broken, so trust rule "prod" refuses it`, "publish a new signed release on top of the head"}},
+		{"prod/planted", func(app string, _ []store.Release) { bucket.CopyObject(t, object("prod/good"), 0, object(app)) },
+			"untrusted_release: wrong_app", []string{`trust rule "prod" refuses it: the statement was signed for prod/good`, "bucketops promote SRC prod/planted --sign-key KEY"}},
 	}
 	for _, c := range cases {
 		t.Run(c.app, func(t *testing.T) {
 			c.tamper(c.app, history(c.app))
+			head, err := st.Head(t.Context(), c.app)
+			if err != nil {
+				t.Fatal(err)
+			}
 			t.Setenv("PARAM_APP", c.app)
 			r := bucketops(t, "", "plugin", "generate")
 			if r.code == 0 || r.stdout != "" {
 				t.Fatalf("exit %d with stdout %q; want a failure and nothing on stdout", r.code, r.stdout)
 			}
-			if !strings.Contains(r.stderr, c.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
-				t.Errorf("stderr doesn't say %s on one line: %s", c.want, r.stderr)
+			line := strings.TrimSuffix(r.stderr, "\n")
+			if strings.Contains(line, "\n") {
+				t.Errorf("stderr is not one line: %q", r.stderr)
 			}
-			if c.want != "digest_mismatch" && !strings.Contains(r.stderr, "untrusted_release") {
-				t.Errorf("stderr doesn't say untrusted_release: %s", r.stderr)
+			if want := "bucketops: " + head.Ref().String() + ": "; !strings.HasPrefix(line, want) {
+				t.Errorf("the line doesn't start with %q: %s", want, line)
+			}
+			if want := " [" + c.code + "]"; !strings.HasSuffix(line, want) {
+				t.Errorf("the line doesn't end with %q: %s", want, line)
+			}
+			for _, w := range c.says {
+				if !strings.Contains(line, w) {
+					t.Errorf("the line doesn't say %q: %s", w, line)
+				}
 			}
 		})
 	}

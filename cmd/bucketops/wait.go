@@ -299,3 +299,26 @@ func (p *progress) done() {
 		p.shown = false
 	}
 }
+
+// checkWait asks the bridge, before push --wait publishes anything,
+// whether it could tell that app's release deployed: a bridge that can't
+// be reached, refuses the token, or has no Argo CD fails the push with
+// nothing published. An app the bridge doesn't know yet (its first
+// release), or Applications still loading, are fine.
+func (e *env) checkWait(ctx context.Context, app string) error {
+	base, token, err := e.bridge("reader")
+	if err != nil {
+		return err
+	}
+	_, err = getStatus(ctx, base, token, store.Ref{App: app})
+	var b *bridgeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &b) && (b.status == http.StatusNotFound || b.retryable()):
+		return nil
+	case errors.As(err, &b):
+		return err
+	}
+	return fmt.Errorf("%w (BUCKETOPS_BRIDGE=%s)", err, base)
+}
