@@ -118,6 +118,37 @@ func TestDeploys(t *testing.T) {
 		t.Errorf("log --deploys: exit %d\n%s%s", code, out, errOut)
 	}
 	t.Logf("bucketops log %s --deploys:\n%s", app, out)
+
+	// A release Argo CD can't generate (its bytes tampered with behind
+	// bucketops' back) is reported refused, with Argo CD's message, and
+	// the record of deploys is unchanged.
+	out, errOut, code = st.bucketops("", "show", app, "--raw")
+	if code != 0 {
+		t.Fatalf("show: %s%s", out, errOut)
+	}
+	if err := tamper(st, app, strings.Replace(out, `"d3"`, `"evil"`, 1)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the tampered release refused in the bridge's record", 90*time.Second, func() (bool, string) {
+		out, errOut, code := st.bucketops("", "log", app, "--deploys", "--limit", "1", "-o", "json")
+		if code != 0 {
+			return false, out + errOut
+		}
+		var r struct {
+			Releases []struct {
+				Verdict string   `json:"verdict"`
+				Summary []string `json:"summary"`
+			} `json:"releases"`
+		}
+		if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Releases) != 1 {
+			return false, out
+		}
+		s := r.Releases[0]
+		return s.Verdict == "refused" && len(s.Summary) == 1 && strings.HasPrefix(s.Summary[0], "refused by Argo CD on "+name+": ") && strings.Contains(s.Summary[0], "digest"), out
+	})
+	if h := history(); len(h) != len(want) {
+		t.Errorf("Argo CD's History has %d entries after the refused release, want %d", len(h), len(want))
+	}
 }
 
 // argoDeploy is an entry of an Application's status.history as the
