@@ -131,7 +131,7 @@ func newBridge(b *testing.B, st *store.Store, keys []byte, budget *memory.Budget
 	}
 	pages, err := ui.New(ui.Config{Releases: st, Location: st.Location(), Logger: log,
 		Authenticate:  func(tok string) bool { return webhook.HasRole(tokens, tok, webhook.RoleReader) },
-		SessionSecret: webhook.DeriveKey(tokens, webhook.RoleReader, "ui sessions"),
+		SessionSecret: webhook.DeriveKey(tokens, "ui sessions", webhook.RoleReader, webhook.RoleAuditor),
 		HistoryBytes:  16 << 20, Memory: budget, MemoryWait: 5 * time.Minute})
 	if err != nil {
 		b.Fatal(err)

@@ -8,14 +8,18 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/go-chi/chi/v5/middleware"
 )
 
 const sessionCookie = "bucketops_session"
 
 // session is what the cookie holds, signed and encrypted.
 type session struct {
-	Who     string // "reader token", or the IAP user's email
+	Who     string // "reader token", "alice (auditor token)", or the IAP user's email
 	Expires int64
+	// Auditor is the auditor token's name, empty for other logins: its
+	// requests are written to the access log.
+	Auditor string
 }
 
 // IAP trusts Google Cloud Identity-Aware Proxy's signed header
@@ -58,6 +62,10 @@ func (p *IAP) verify(ctx context.Context, raw string) (string, error) {
 // header; others are sent to the login form, where they come back after.
 func (u *UI) requireSession(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			u.bearer(w, r, next)
+			return
+		}
 		if u.cfg.IAP != nil {
 			if raw := r.Header.Get(iapHeader); raw != "" {
 				if who, err := u.cfg.IAP.verify(r.Context(), raw); err == nil {
@@ -70,7 +78,7 @@ func (u *UI) requireSession(next http.Handler) http.Handler {
 		if c, err := r.Cookie(sessionCookie); err == nil {
 			var s session
 			if err := u.cookies.Decode(sessionCookie, c.Value, &s); err == nil && u.now().Unix() < s.Expires {
-				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), whoKey{}, s.Who)))
+				u.serveLogged(w, r.WithContext(context.WithValue(r.Context(), whoKey{}, s.Who)), s.Auditor, next)
 				return
 			}
 			// Tampered, expired or from other keys: forget it.
@@ -78,6 +86,66 @@ func (u *UI) requireSession(next http.Handler) http.Handler {
 		}
 		http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 	})
+}
+
+// bearer serves the activity export to a request with a reader or auditor
+// bearer token, so a scheduled report needs no browser. Bearer tokens
+// reach nothing else of the pages: those take a login.
+func (u *UI) bearer(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	token = strings.TrimSpace(token)
+	whom, auditor, ok := "", "", false
+	if strings.EqualFold(scheme, "Bearer") && token != "" {
+		whom, auditor, ok = u.identify(token)
+	}
+	if !ok {
+		u.log.Info("ui: bearer token refused", "path", r.URL.Path)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="bucketops"`)
+		http.Error(w, "invalid bearer token: the activity export takes a reader or auditor token", http.StatusUnauthorized)
+		return
+	}
+	if format := r.URL.Query().Get("format"); r.URL.Path != "/ui/activity" || (format != "csv" && format != "json") {
+		http.Error(w, "a bearer token reaches only the activity export, /ui/activity?format=csv or json; log in at /ui/login for the pages", http.StatusForbidden)
+		u.logAuditor(r, auditor, http.StatusForbidden)
+		return
+	}
+	u.serveLogged(w, r.WithContext(context.WithValue(r.Context(), whoKey{}, whom)), auditor, next)
+}
+
+// identify returns who a token logs in as: the reader token, or an
+// auditor token and its name.
+func (u *UI) identify(token string) (who, auditor string, ok bool) {
+	if u.cfg.Authenticate(token) {
+		return "reader token", "", true
+	}
+	if u.cfg.Auditor != nil {
+		if name, ok := u.cfg.Auditor(token); ok {
+			return name + " (auditor token)", name, true
+		}
+	}
+	return "", "", false
+}
+
+// serveLogged serves the request, and writes the access log line when an
+// auditor makes it.
+func (u *UI) serveLogged(w http.ResponseWriter, r *http.Request, auditor string, next http.Handler) {
+	if auditor == "" {
+		next.ServeHTTP(w, r)
+		return
+	}
+	ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+	next.ServeHTTP(ww, r)
+	u.logAuditor(r, auditor, ww.Status())
+}
+
+// logAuditor writes the access log's line for a request of an auditor:
+// the same line the bridge's API writes (package webhook), never the token.
+func (u *UI) logAuditor(r *http.Request, auditor string, status int) {
+	if auditor == "" {
+		return
+	}
+	u.log.Info("auditor access", "auditor", auditor, "method", r.Method, "path", r.URL.Path, "query", r.URL.RawQuery,
+		"status", status, "request_id", middleware.GetReqID(r.Context()))
 }
 
 type whoKey struct{}
@@ -102,12 +170,16 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	}
 	next := safeNext(r.PostForm.Get("next"))
 	token := strings.TrimSpace(r.PostForm.Get("token"))
-	if token == "" || !u.cfg.Authenticate(token) {
+	whom, auditor, ok := "", "", false
+	if token != "" {
+		whom, auditor, ok = u.identify(token)
+	}
+	if !ok {
 		u.log.Info("ui: login refused", "remote", r.RemoteAddr)
-		u.render(w, r, http.StatusUnauthorized, "login", map[string]any{"Next": next, "Error": "That token isn't a reader token of this bridge."})
+		u.render(w, r, http.StatusUnauthorized, "login", map[string]any{"Next": next, "Error": "That token isn't a reader or auditor token of this bridge."})
 		return
 	}
-	value, err := u.cookies.Encode(sessionCookie, session{Who: "reader token", Expires: u.now().Add(u.ttl).Unix()})
+	value, err := u.cookies.Encode(sessionCookie, session{Who: whom, Expires: u.now().Add(u.ttl).Unix(), Auditor: auditor})
 	if err != nil {
 		u.fail(w, r, http.StatusInternalServerError, "Login failed", "The session could not be made.")
 		return
@@ -117,6 +189,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 		HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode,
 	})
 	http.Redirect(w, r, next, http.StatusSeeOther)
+	u.logAuditor(r, auditor, http.StatusSeeOther)
 }
 
 func (u *UI) logout(w http.ResponseWriter, r *http.Request) {

@@ -7,9 +7,10 @@
 // pages read releases as the bucket stores them and show SOPS-encrypted
 // and plaintext Secret values redacted (render.Object.Redacted); nothing
 // here can decrypt. Every page but the login form needs a session, made
-// by logging in with a reader token (or by Google Cloud IAP's signed
-// header), held in a signed, encrypted, expiring cookie that any replica
-// with the same tokens accepts.
+// by logging in with a reader or auditor token (or by Google Cloud IAP's
+// signed header), held in a signed, encrypted, expiring cookie that any
+// replica with the same tokens accepts. The activity export also takes
+// either token as a bearer token, for scheduled reports.
 package ui
 
 import (
@@ -65,6 +66,11 @@ type Config struct {
 	Location store.Location
 	// Authenticate reports whether a token may read (the reader token).
 	Authenticate func(token string) bool
+	// Auditor, when not nil, returns the name of an auditor token: it
+	// logs in as that name, and every request it makes, by session or
+	// by bearer token on the activity export, is a line of the access
+	// log.
+	Auditor func(token string) (name string, ok bool)
 	// SessionSecret keys the session cookies (at least 32 bytes): the same
 	// on every replica, so a session works on any of them, and secret.
 	SessionSecret []byte

@@ -177,7 +177,7 @@ func TestLogin(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), "a reader token of this bridge") {
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), "a reader or auditor token of this bridge") {
 		t.Errorf("a wrong token: %d %s", resp.StatusCode, body)
 	}
 	// The session cookie: HttpOnly, SameSite=Strict, scoped to /ui/, and

@@ -40,6 +40,14 @@ type pushResponse struct {
 // to check the notification (503) are refused, which Pub/Sub retries with
 // back-off.
 func (s *Server) pubsubPush(w http.ResponseWriter, r *http.Request) {
+	// The bridge's own tokens never push: a caller holding one is told
+	// so, not asked for another token.
+	if c, err := s.authenticate(r); err == nil {
+		s.metrics.authFailures.WithLabelValues("forbidden").Inc()
+		s.fail(w, r, http.StatusForbidden, "forbidden", fmt.Errorf("%w: a %s token; Pub/Sub push authenticates with Google's OIDC token", errWrongRole, c.roles[0]))
+		s.logAuditor(r, c, http.StatusForbidden)
+		return
+	}
 	id, err := s.push.Verify(r)
 	if err != nil {
 		s.deploys.Ignored(deploy.SourcePush, "rejected")

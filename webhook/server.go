@@ -139,6 +139,18 @@ func (c Config) Validate() error {
 	if len(c.Tokens) == 0 {
 		errs = append(errs, errors.New("no bearer token: give at least one --token-file"))
 	}
+	auditors := map[string]bool{}
+	for _, t := range c.Tokens {
+		switch {
+		case t.Role == RoleAuditor && t.Name == "":
+			errs = append(errs, errors.New("an auditor token without a name"))
+		case t.Role == RoleAuditor && auditors[t.Name]:
+			// The access log must tell them apart.
+			errs = append(errs, fmt.Errorf("two auditor tokens named %q: name each file after its holder", t.Name))
+		case t.Role == RoleAuditor:
+			auditors[t.Name] = true
+		}
+	}
 	if c.Logger == nil {
 		errs = append(errs, errors.New("no logger"))
 	}
@@ -245,7 +257,7 @@ func (s *Server) Routes() http.Handler {
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 
-	r.With(s.require(RoleReader)).Get("/v1/apps", s.listApps)
+	r.With(s.require(RoleReader, RoleAuditor)).Get("/v1/apps", s.listApps)
 	if s.push != nil {
 		r.Post("/v1/pubsub/push", s.pubsubPush)
 	}
@@ -295,13 +307,13 @@ func (s *Server) appRoute(w http.ResponseWriter, r *http.Request) {
 	var h http.Handler
 	switch action {
 	case "releases":
-		h = s.require(RoleReader)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.releasesOf(w, r, app) }))
+		h = s.require(RoleReader, RoleAuditor)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.releasesOf(w, r, app) }))
 	case "manifests":
 		h = s.require(RolePlugin)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.manifests(w, r, app) }))
 	case "status":
-		h = s.require(RoleReader)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.deployStatus(w, r, app) }))
+		h = s.require(RoleReader, RoleAuditor)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.deployStatus(w, r, app) }))
 	case "deploys":
-		h = s.require(RoleReader)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.deploysOf(w, r, app) }))
+		h = s.require(RoleReader, RoleAuditor)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.deploysOf(w, r, app) }))
 	default:
 		s.fail(w, r, http.StatusNotFound, "no_route", fmt.Errorf("unknown action %q: use releases, manifests, status or deploys", action))
 		return

@@ -165,7 +165,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.seedDir, "seed", "", "local mode: publish every app directory under this one at start (examples/)")
 	fs.StringVar(&c.envFile, "env-file", "", "local mode: also write the export lines to this file, replaced whole once the bridge listens (make run: bin/local.env)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.Func("token-file", "ROLE=PATH: a bearer token for role plugin (manifests), reader (everything else) or generator (the ApplicationSet generator), read from PATH; repeatable", func(v string) error {
+	fs.Func("token-file", "ROLE=PATH: a bearer token for role plugin (manifests), reader (everything else), generator (the ApplicationSet generator) or auditor (the UI, the activity export and the reader API, named after the file: auditors/alice.token is alice), read from PATH; repeatable", func(v string) error {
 		role, path, ok := strings.Cut(v, "=")
 		if !ok || path == "" {
 			return fmt.Errorf("want ROLE=PATH, e.g. plugin=/var/run/bucketops/tokens/plugin")
@@ -444,7 +444,8 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 		ucfg := ui.Config{
 			Releases: st, Location: st.Location(), Logger: b.log.With("component", "ui"),
 			Authenticate:  func(token string) bool { return webhook.HasRole(b.tokens, token, webhook.RoleReader) },
-			SessionSecret: webhook.DeriveKey(b.tokens, webhook.RoleReader, "ui sessions"),
+			Auditor:       func(token string) (string, bool) { return webhook.AuditorName(b.tokens, token) },
+			SessionSecret: webhook.DeriveKey(b.tokens, "ui sessions", webhook.RoleReader, webhook.RoleAuditor),
 			HistoryBytes:  uiBytes,
 			Memory:        renderMemory,
 		}
@@ -460,7 +461,7 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 			ucfg.IAP = &ui.IAP{Audience: b.cfg.iapAudience, Keys: webhook.NewKeySet(ui.IAPKeysURL, 30*time.Second)}
 		}
 		if ucfg.SessionSecret == nil {
-			b.log.Info("no reader token: the auditors' pages at /ui/ are off")
+			b.log.Info("no reader or auditor token: the auditors' pages at /ui/ are off")
 		} else {
 			u, err := ui.New(ucfg)
 			if err != nil {

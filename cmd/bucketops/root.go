@@ -125,7 +125,7 @@ The bucket comes from --bucket gs://BUCKET[/PREFIX] or BUCKETOPS_BUCKET.`,
 	pf.DurationVar(&e.timeout, "timeout", 2*time.Minute, "give up (exit 1) when the command, retries included, takes longer")
 	root.AddCommand(
 		newPush(e), newLog(e), newShow(e), newDiff(e), newPromote(e), newRollback(e),
-		newRetire(e), newLs(e), newVersion(e), newPlugin(e), newWait(e), newKeygen(e), newVerify(e), newDoctor(e),
+		newRetire(e), newLs(e), newVersion(e), newPlugin(e), newWait(e), newKeygen(e), newVerify(e), newDoctor(e), newActivity(e),
 	)
 	wireCompletion(e, root)
 	return root

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -169,6 +172,69 @@ func getStatus(ctx context.Context, base, token string, ref store.Ref) (deploySt
 		return deployStatus{}, fmt.Errorf("the bridge's status answer isn't JSON: %w", err)
 	}
 	return st, nil
+}
+
+// activityQuery is the window of the bridge's activity export, as the
+// auditors' activity page takes it.
+type activityQuery struct {
+	from, to, prefix, author string
+	// format is csv or json.
+	format string
+}
+
+// errorMessage matches the message of the pages' error page.
+var errorMessage = regexp.MustCompile(`(?s)id="error-message">(.*?)</p>`)
+
+// getActivity copies the bridge's activity export (GET /ui/activity with
+// format=csv or json) to w, authenticated with the bearer token.
+func getActivity(ctx context.Context, base, token string, q activityQuery, w io.Writer) error {
+	v := url.Values{"format": {q.format}}
+	for k, s := range map[string]string{"from": q.from, "to": q.to, "prefix": q.prefix, "author": q.author} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/ui/activity?"+v.Encode(), nil)
+	if err != nil {
+		return usagef("BUCKETOPS_BRIDGE %q: %v", base, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("bridge unreachable: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		if _, err := io.Copy(w, resp.Body); err != nil {
+			return fmt.Errorf("reading the activity export: %w", err)
+		}
+		return nil
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	msg := strings.TrimSpace(string(body))
+	switch {
+	case strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html"):
+		// The pages' error page: its message says what was wrong.
+		if m := errorMessage.FindSubmatch(body); m != nil {
+			msg = html.UnescapeString(strings.TrimSpace(string(m[1])))
+		}
+	case strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json"):
+		var eb struct{ Error string }
+		if json.Unmarshal(body, &eb) == nil && eb.Error != "" {
+			msg = eb.Error
+		}
+	}
+	switch resp.StatusCode {
+	case http.StatusNotFound:
+		msg += " (the bridge serves no auditors' pages: started with --no-ui, or without a reader or auditor token?)"
+	case http.StatusUnauthorized, http.StatusForbidden:
+		msg += " (BUCKETOPS_TOKEN_FILE must hold a reader or auditor token)"
+	}
+	err = &bridgeError{status: resp.StatusCode, reason: "http_" + strconv.Itoa(resp.StatusCode), message: msg}
+	if resp.StatusCode == http.StatusBadRequest {
+		return usageError{err}
+	}
+	return err
 }
 
 // waitDeployed polls the status of ref until it is deployed or failed, or
