@@ -142,7 +142,7 @@ func (e *env) doctor(ctx context.Context) []check {
 		add("token", "fail", "GET /v1/apps: %s", orStatus(code, body, err))
 		return out
 	}
-	add("token", "ok", "a reader token (%s)", e.getenv("BUCKETOPS_TOKEN_FILE"))
+	add("token", "ok", "a token that reads the bridge's API, reader or auditor (%s)", e.getenv("BUCKETOPS_TOKEN_FILE"))
 	// The status of an app no one publishes: 501 without Argo CD, else
 	// the app is unknown (404) or the bridge is loading (503).
 	code, body, err = get(hctx, base+"/v1/apps/bucketops-doctor/-/status", token)
