@@ -216,11 +216,17 @@ func (u *UI) appRoute(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case action == "releases":
-		u.timeline(w, r, app)
+		u.timeline(w, r, app, r.URL.Query().Get("q"))
 	case strings.HasPrefix(action, "releases/"):
-		gen, err := strconv.ParseInt(strings.TrimPrefix(action, "releases/"), 10, 64)
+		rev := strings.TrimPrefix(action, "releases/")
+		gen, err := strconv.ParseInt(rev, 10, 64)
 		if err != nil || gen <= 0 {
-			u.fail(w, r, http.StatusBadRequest, "Not a release", fmt.Sprintf("%q is not a generation: a release is /ui/apps/%s/-/releases/GENERATION.", strings.TrimPrefix(action, "releases/"), app))
+			if hex := strings.TrimPrefix(rev, "sha256:"); len(hex) < minSearch || strings.Trim(hex, "0123456789abcdef") != "" {
+				u.fail(w, r, http.StatusBadRequest, "Not a release", fmt.Sprintf("%q is not a generation, a commit or a digest: a release is /ui/apps/%s/-/releases/GENERATION, or a commit (7 or more hex digits) as Argo CD's History shows it.", rev, app))
+				return
+			}
+			// A commit (what Argo CD's History shows) or a digest: find it.
+			u.timeline(w, r, app, rev)
 			return
 		}
 		u.release(w, r, app, gen)
@@ -231,11 +237,34 @@ func (u *UI) appRoute(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (u *UI) timeline(w http.ResponseWriter, r *http.Request, app string) {
-	rels, err := u.histories.get(r.Context(), app)
+// timeline is an app's releases, newest first, a page at a time; with a
+// query, those it names (find): one is shown at once, on its own page.
+func (u *UI) timeline(w http.ResponseWriter, r *http.Request, app, q string) {
+	all, err := u.histories.get(r.Context(), app)
 	if err != nil {
 		u.storeFail(w, r, app, err)
 		return
+	}
+	byGen, err := u.commits.of(app, all)
+	if err != nil {
+		u.fail(w, r, http.StatusInternalServerError, "No commits", err.Error())
+		return
+	}
+	rels := all
+	previous := map[int64]int64{}
+	for i := range all[:max(len(all)-1, 0)] {
+		previous[all[i].Generation] = all[i+1].Generation
+	}
+	if q = strings.TrimSpace(q); q != "" {
+		rels = find(q, all, byGen)
+		switch {
+		case len(rels) == 1:
+			http.Redirect(w, r, "/ui/apps/"+app+"/-/releases/"+strconv.FormatInt(rels[0].Generation, 10), http.StatusSeeOther)
+			return
+		case len(rels) == 0:
+			u.fail(w, r, http.StatusNotFound, "No such release", fmt.Sprintf("No release of %s is %q: give a generation, or 7 or more hex digits of a commit (as Argo CD's History and bucketops log show it) or of a digest.", app, q))
+			return
+		}
 	}
 	pages := max(1, (len(rels)+pageSize-1)/pageSize)
 	n := 1
@@ -250,6 +279,7 @@ func (u *UI) timeline(w http.ResponseWriter, r *http.Request, app string) {
 	end := min(start+pageSize, len(rels))
 	type row struct {
 		store.Release
+		Commit   string
 		Previous int64
 		// SignatureStatus is judged from the listing (signatures.listed).
 		SignatureStatus provenance.Status
@@ -257,16 +287,13 @@ func (u *UI) timeline(w http.ResponseWriter, r *http.Request, app string) {
 	rows := make([]row, 0, end-start)
 	judge, policy := u.signatures.judge()
 	for i := start; i < end; i++ {
-		rw := row{Release: rels[i]}
-		if i+1 < len(rels) {
-			rw.Previous = rels[i+1].Generation
-		}
-		rw.SignatureStatus = u.signatures.listed(judge, policy, rels[i], rels)
+		rw := row{Release: rels[i], Commit: byGen[rels[i].Generation], Previous: previous[rels[i].Generation]}
+		rw.SignatureStatus = u.signatures.listed(judge, policy, rels[i], all)
 		rows = append(rows, rw)
 	}
 	u.renderPage(w, r, http.StatusOK, "timeline", page{Title: app, Who: who(r), Permalink: r.URL.RequestURI(),
 		CLI:  fmt.Sprintf("bucketops log %s --limit %d", app, pageSize) + cond(start > 0, fmt.Sprintf(" --before %d", rels[max(start-1, 0)].Generation)),
-		Data: map[string]any{"App": app, "Rows": rows, "Page": n, "Pages": pages, "Total": len(rels), "Deploys": u.deploysOf(r.Context(), app, rels[start:end])}})
+		Data: map[string]any{"App": app, "Rows": rows, "Page": n, "Pages": pages, "Total": len(all), "Query": q, "Matches": len(rels), "Deploys": u.deploysOf(r.Context(), app, rels[start:end])}})
 }
 
 func cond(ok bool, s string) string {
@@ -338,12 +365,18 @@ func (u *UI) release(w http.ResponseWriter, r *http.Request, app string, gen int
 	// the same history.
 	judge, _ := u.signatures.judge()
 	sig := judge.Read(rel, rels, data)
+	commit := ""
+	if histErr == nil {
+		if byGen, err := u.commits.of(app, rels); err == nil {
+			commit = byGen[gen]
+		}
+	}
 	if histErr != nil && judge.Checks() {
 		sig = provenance.Status{State: provenance.StateNotChecked, Detail: "the app's history could not be read: try again in a moment"}
 	}
 	u.renderPage(w, r, http.StatusOK, "release", page{Title: ref.String(), Who: who(r), Permalink: r.URL.RequestURI(),
 		CLI:  "bucketops show " + ref.String(),
-		Data: map[string]any{"Release": rel, "Objects": objs, "Problem": problem, "Previous": previous, "Signature": sig, "Deploys": u.deploysOf(r.Context(), app, []store.Release{rel})}})
+		Data: map[string]any{"Release": rel, "Objects": objs, "Problem": problem, "Previous": previous, "Signature": sig, "Commit": commit, "Deploys": u.deploysOf(r.Context(), app, []store.Release{rel})}})
 }
 
 func (u *UI) diff(w http.ResponseWriter, r *http.Request, app string) {

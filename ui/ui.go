@@ -142,6 +142,8 @@ type UI struct {
 	pages     map[string]*template.Template
 	// signatures judges releases' signatures by Config.Trust.
 	signatures *signatures
+	// commits are the releases' commits in the git view.
+	commits *commits
 }
 
 // New returns the pages for cfg.
@@ -171,6 +173,7 @@ func New(cfg Config) (*UI, error) {
 	u := &UI{cfg: cfg, log: cfg.Logger, now: cfg.Now, cookies: sc, ttl: cfg.SessionTTL,
 		histories: newHistories(cfg.Releases, cfg.HistoryBytes), pages: map[string]*template.Template{}}
 	u.signatures = newSignatures(cfg.Trust)
+	u.commits = newCommits(cfg.Location)
 	for _, page := range []string{"login", "apps", "timeline", "release", "diff", "asof", "activity", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {

@@ -1,0 +1,66 @@
+package ui_test
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/bucketops/bucketops/gitview"
+	"github.com/bucketops/bucketops/store"
+)
+
+// TestReleasesByCommit: the commit Argo CD's History shows finds its
+// release on the pages, in the release URL and in the timeline's search,
+// as do a generation and a digest; the release page and the timeline show
+// each release's commit.
+func TestReleasesByCommit(t *testing.T) {
+	s := newSite(t)
+	c := client(t)
+	s.login(t, c)
+	hist, err := s.store.History(t.Context(), "prod/api", store.HistoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldest := slices.Clone(hist)
+	slices.Reverse(oldest)
+	shas, err := gitview.Chain(s.store.Location(), oldest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, sha := oldest[4], shas[4] // build 5
+	want := fmt.Sprintf("/ui/apps/prod/api/-/releases/%d", rel.Generation)
+
+	for _, path := range []string{
+		"/ui/apps/prod/api/-/releases/" + sha,
+		"/ui/apps/prod/api/-/releases/" + sha[:7],
+		"/ui/apps/prod/api/-/releases?q=" + sha[:10],
+		"/ui/apps/prod/api/-/releases?q=" + url.QueryEscape(rel.Digest),
+		"/ui/apps/prod/api/-/releases?q=" + strings.TrimPrefix(rel.Digest, "sha256:")[:12],
+		fmt.Sprintf("/ui/apps/prod/api/-/releases?q=%d", rel.Generation),
+	} {
+		if a := get(t, c, s.url+path); a.status != 303 || a.header.Get("Location") != want {
+			t.Errorf("%s: %d to %q, want a redirect to %s", path, a.status, a.header.Get("Location"), want)
+		}
+	}
+	page := get(t, c, s.url+want)
+	if page.status != 200 || !strings.Contains(page.body, `<code id="commit">`+sha+`</code>`) {
+		t.Errorf("the release page doesn't show its commit %s:\n%s", sha, page.body)
+	}
+	timeline := get(t, c, s.url+"/ui/apps/prod/api/-/releases?page=3")
+	if !strings.Contains(timeline.body, `title="`+sha+`"`) || !strings.Contains(timeline.body, `id="search"`) {
+		t.Errorf("the timeline doesn't show build 5's commit %s or the search", sha)
+	}
+
+	// A query that names nothing, or a URL that is no revision, says so.
+	if a := get(t, c, s.url+"/ui/apps/prod/api/-/releases?q=build"); a.status != 404 || !strings.Contains(a.body, "7 or more hex digits") {
+		t.Errorf("a query that names nothing: %d\n%s", a.status, a.body)
+	}
+	if a := get(t, c, s.url+"/ui/apps/prod/api/-/releases/zzz"); a.status != 400 {
+		t.Errorf("a release URL that is no revision: %d", a.status)
+	}
+	if a := get(t, c, s.url+"/ui/apps/prod/api/-/releases/deadbeefdead"); a.status != 404 || !strings.Contains(a.body, "No release of prod/api") {
+		t.Errorf("an unknown commit: %d", a.status)
+	}
+}
