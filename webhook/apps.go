@@ -50,18 +50,28 @@ type releasesResponse struct {
 	NextBefore int64 `json:"next_before"`
 }
 
-// releasesOf answers GET /v1/apps/{app}/-/releases[?limit=N&before=G]:
-// the app's history, newest first, a page at a time.
-func (s *Server) releasesOf(w http.ResponseWriter, r *http.Request, app string) {
+// page reads a paged route's ?limit=N&before=G, answering 400 when they
+// aren't a page size and a generation.
+func (s *Server) page(w http.ResponseWriter, r *http.Request) (limit, before int64, ok bool) {
 	q := r.URL.Query()
 	limit, err := intParam(q.Get("limit"), defaultPageSize)
 	if err != nil || limit < 1 || limit > maxPageSize {
 		s.fail(w, r, http.StatusBadRequest, "invalid_parameter", fmt.Errorf("limit %q: want 1 to %d", q.Get("limit"), maxPageSize))
-		return
+		return 0, 0, false
 	}
-	before, err := intParam(q.Get("before"), 0)
+	before, err = intParam(q.Get("before"), 0)
 	if err != nil || before < 0 {
 		s.fail(w, r, http.StatusBadRequest, "invalid_parameter", fmt.Errorf("before %q: want a generation", q.Get("before")))
+		return 0, 0, false
+	}
+	return limit, before, true
+}
+
+// releasesOf answers GET /v1/apps/{app}/-/releases[?limit=N&before=G]:
+// the app's history, newest first, a page at a time.
+func (s *Server) releasesOf(w http.ResponseWriter, r *http.Request, app string) {
+	limit, before, ok := s.page(w, r)
+	if !ok {
 		return
 	}
 	// One more than asked tells whether there is a next page.

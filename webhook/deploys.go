@@ -141,15 +141,8 @@ func (s *Server) deploysOf(w http.ResponseWriter, r *http.Request, app string) {
 		s.fail(w, r, http.StatusNotImplemented, "no_argocd", deploy.ErrNoArgoCD)
 		return
 	}
-	q := r.URL.Query()
-	limit, err := intParam(q.Get("limit"), defaultPageSize)
-	if err != nil || limit < 1 || limit > maxPageSize {
-		s.fail(w, r, http.StatusBadRequest, "invalid_parameter", fmt.Errorf("limit %q: want 1 to %d", q.Get("limit"), maxPageSize))
-		return
-	}
-	before, err := intParam(q.Get("before"), 0)
-	if err != nil || before < 0 {
-		s.fail(w, r, http.StatusBadRequest, "invalid_parameter", fmt.Errorf("before %q: want a generation", q.Get("before")))
+	limit, before, ok := s.page(w, r)
+	if !ok {
 		return
 	}
 	ds, err := s.deploys.Deploys(r.Context(), app)
