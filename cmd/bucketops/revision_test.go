@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,6 +36,12 @@ func TestReleasesByCommit(t *testing.T) {
 	bucketops(t, "", "promote", "prod/web@"+first[:8], "staging/web").must(t)
 	if got := bucketops(t, "", "show", "staging/web", "--raw").must(t).stdout; !strings.Contains(got, `value: "1"`) {
 		t.Errorf("promote by commit copied %q", got)
+	}
+
+	key := filepath.Join(t.TempDir(), "ci")
+	bucketops(t, "", "keygen", "--out", key).must(t)
+	if r := bucketops(t, "", "verify", "prod/web@"+first[:7], "--key", key+".pub"); r.code != exitUnverified || !strings.Contains(r.stdout, itoa(gen1)) {
+		t.Errorf("verify of an unsigned release by its commit: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
 	// Wrong, short or unknown commits are clear errors.
