@@ -209,7 +209,7 @@ func (s *Server) requireBasic(role Role) func(http.Handler) http.Handler {
 				return
 			case !got.may([]Role{role}):
 				s.metrics.authFailures.WithLabelValues("forbidden").Inc()
-				http.Error(w, fmt.Sprintf("%v: a %s token, %s needed", errWrongRole, got.roles[0], role), http.StatusForbidden)
+				http.Error(w, fmt.Sprintf("%v: the token's role is %s, %s needed", errWrongRole, got.roles[0], role), http.StatusForbidden)
 				s.logAuditor(r, got, http.StatusForbidden)
 				return
 			}
@@ -235,7 +235,7 @@ func (s *Server) require(roles ...Role) func(http.Handler) http.Handler {
 				return
 			case !got.may(roles):
 				s.metrics.authFailures.WithLabelValues("forbidden").Inc()
-				s.fail(w, r, http.StatusForbidden, "forbidden", fmt.Errorf("%w: a %s token, %s needed", errWrongRole, got.roles[0], strings.Join(needed, " or ")))
+				s.fail(w, r, http.StatusForbidden, "forbidden", fmt.Errorf("%w: the token's role is %s, %s needed", errWrongRole, got.roles[0], strings.Join(needed, " or ")))
 				s.logAuditor(r, got, http.StatusForbidden)
 				return
 			}

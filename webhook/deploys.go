@@ -44,7 +44,7 @@ func (s *Server) pubsubPush(w http.ResponseWriter, r *http.Request) {
 	// so, not asked for another token.
 	if c, err := s.authenticate(r); err == nil {
 		s.metrics.authFailures.WithLabelValues("forbidden").Inc()
-		s.fail(w, r, http.StatusForbidden, "forbidden", fmt.Errorf("%w: a %s token; Pub/Sub push authenticates with Google's OIDC token", errWrongRole, c.roles[0]))
+		s.fail(w, r, http.StatusForbidden, "forbidden", fmt.Errorf("%w: the token's role is %s; Pub/Sub push authenticates with Google's OIDC token", errWrongRole, c.roles[0]))
 		s.logAuditor(r, c, http.StatusForbidden)
 		return
 	}
