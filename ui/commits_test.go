@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/bucketops/bucketops/gitview"
+	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/store"
+	"github.com/bucketops/bucketops/store/storetest"
 )
 
 // TestReleasesByCommit: the commit Argo CD's History shows finds its
@@ -62,5 +64,37 @@ func TestReleasesByCommit(t *testing.T) {
 	}
 	if a := get(t, c, s.url+"/ui/apps/prod/api/-/releases/deadbeefdead"); a.status != 404 || !strings.Contains(a.body, "No release of prod/api") {
 		t.Errorf("an unknown commit: %d", a.status)
+	}
+}
+
+// TestSearchListsEveryMatch: a digest two releases share (the same bytes
+// published again) lists both on the timeline, rather than guessing.
+func TestSearchListsEveryMatch(t *testing.T) {
+	st := storetest.New(t, true).Store(t, "")
+	var gens []int64
+	for _, v := range []string{"one", "two", "one"} {
+		rel, err := render.AssembleStream("cm.yaml", strings.NewReader("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  mode: "+v+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := st.Publish(t.Context(), "prod/web", store.Publication{Data: rel.Bytes, Resources: rel.Resources()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gens = append(gens, res.Generation)
+	}
+	first, err := st.Stat(t.Context(), store.Ref{App: "prod/web", Generation: gens[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, c := servePages(t, st)
+	a := get(t, c, s.url+"/ui/apps/prod/web/-/releases?q="+url.QueryEscape(first.Digest))
+	if a.status != 200 || !strings.Contains(a.body, "2 releases match") {
+		t.Fatalf("a digest two releases share: %d\n%s", a.status, a.body)
+	}
+	for i, g := range gens {
+		if has := strings.Contains(a.body, fmt.Sprintf("/ui/apps/prod/web/-/releases/%d\"", g)); has != (i != 1) {
+			t.Errorf("release %d (generation %d) listed: %v", i, g, has)
+		}
 	}
 }
