@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -63,7 +64,9 @@ func (g *gcsWait) target() string {
 func (g *gcsWait) note(err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.w == nil || g.done {
+	// The command's own deadline or interruption is not GCS failing:
+	// the error that ends the command says so.
+	if g.w == nil || g.done || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return
 	}
 	g.lastErr, g.lastAt = err, time.Now()
