@@ -12,7 +12,7 @@ import (
 func newPromote(e *env) *cobra.Command {
 	var f publishFlags
 	cmd := &cobra.Command{
-		Use:   "promote SRC[@GENERATION] DST",
+		Use:   "promote SRC[@GENERATION|@COMMIT] DST",
 		Short: "Publish a release of one app as the new release of another",
 		Long: `promote copies the bytes of SRC's head (or of the given generation) to DST as
 DST's new release, recording SRC@GENERATION as its origin. The source's digest

@@ -15,7 +15,7 @@ func newShow(e *env) *cobra.Command {
 	var raw bool
 	var trust trustFlags
 	cmd := &cobra.Command{
-		Use:   "show APP[@GENERATION]",
+		Use:   "show APP[@GENERATION|@COMMIT]",
 		Short: "Show a release: its record and its manifests",
 		Long: `show prints a release's record (who, when, from what, its size and how it is
 stored) and its manifests, after decompressing them and checking them against

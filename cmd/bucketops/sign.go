@@ -152,7 +152,7 @@ func newVerify(e *env) *cobra.Command {
 		skipBytes bool
 	)
 	cmd := &cobra.Command{
-		Use:   "verify APP[@GENERATION]",
+		Use:   "verify APP[@GENERATION|@COMMIT]",
 		Short: "Check that releases are signed by trusted keys and chained to the release before",
 		Long: `verify checks the signature of APP's head (or of the given generation): signed
 by one of the trusted keys, the signed statement matching the release's bytes
