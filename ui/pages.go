@@ -24,9 +24,6 @@ import (
 // pageSize is the releases of one timeline page.
 const pageSize = 50
 
-// maxActivity bounds the rows of one activity answer.
-const maxActivity = 10_000
-
 // asOfPageSize is the apps of one as-of page.
 const asOfPageSize = 100
 
@@ -548,9 +545,9 @@ func (u *UI) activity(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Every app's history, the cached ones from memory, the others from
-	// one listing of the bucket's versions; only the newest maxActivity
+	// one listing of the bucket's versions; only the newest MaxActivity
 	// publishes of the window are held.
-	window := &newestPublishes{limit: maxActivity}
+	window := &newestPublishes{limit: u.cfg.MaxActivity}
 	// Each publish's signature is judged while its app's history is at
 	// hand, if the window keeps it, and forgotten with it.
 	judge, policy := u.signatures.judge()
@@ -573,8 +570,13 @@ func (u *UI) activity(w http.ResponseWriter, r *http.Request) {
 		u.storeFail(w, r, "the apps' histories", err)
 		return
 	}
-	rows, truncated := window.sorted(), window.seen > maxActivity
+	rows, truncated := window.sorted(), window.seen > u.cfg.MaxActivity
 	name := fmt.Sprintf("bucketops-activity-%s-%s", from.Format("20060102T150405Z"), to.Format("20060102T150405Z"))
+	if truncated && format != "" {
+		// A file has no room to say it is partial without breaking its
+		// readers: the answer's header says it, for the CLI to repeat.
+		w.Header().Set(TruncatedHeader, fmt.Sprintf("%d of %d", len(rows), window.seen))
+	}
 	switch format {
 	case "csv":
 		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
@@ -602,5 +604,5 @@ func (u *UI) activity(w http.ResponseWriter, r *http.Request) {
 	u.renderPage(w, r, http.StatusOK, "activity", page{Title: "Activity", Who: who(r), Permalink: r.URL.RequestURI(),
 		CLI: "bucketops log APP  # one app's releases; the activity page spans every app",
 		Data: map[string]any{"Rows": rows, "From": from.Format(time.RFC3339), "To": to.Format(time.RFC3339), "Prefix": prefix,
-			"Author": q.Get("author"), "Truncated": truncated, "Max": maxActivity}})
+			"Author": q.Get("author"), "Truncated": truncated, "Max": u.cfg.MaxActivity}})
 }

@@ -99,7 +99,20 @@ type Config struct {
 	// by its rule for the app, with the checks the bridge makes before
 	// serving (provenance.Judge). Nil, or a nil policy: "not checked".
 	Trust func() *provenance.TrustPolicy
+	// MaxActivity bounds the publishes one activity answer lists, the
+	// newest of its window (0: DefaultMaxActivity). An answer that
+	// leaves some out says so: the page in words, the exports in their
+	// Bucketops-Truncated header, the JSON export in "truncated" too.
+	MaxActivity int
 }
+
+// DefaultMaxActivity is the most publishes one activity answer lists by
+// default.
+const DefaultMaxActivity = 10_000
+
+// TruncatedHeader is set on an activity export (CSV or JSON) that lists
+// only the newest of its window's publishes: "LISTED of SEEN".
+const TruncatedHeader = "Bucketops-Truncated"
 
 // DefaultMemoryWait is how long a page waits for render memory by default.
 const DefaultMemoryWait = 10 * time.Second
@@ -162,6 +175,9 @@ func New(cfg Config) (*UI, error) {
 	}
 	if cfg.HistoryBytes == 0 {
 		cfg.HistoryBytes = DefaultHistoryBytes
+	}
+	if cfg.MaxActivity <= 0 {
+		cfg.MaxActivity = DefaultMaxActivity
 	}
 	derive := func(label string) []byte {
 		m := hmac.New(sha256.New, cfg.SessionSecret)

@@ -14,8 +14,8 @@ func newActivity(e *env) *cobra.Command {
 		Long: `activity prints the bridge's activity export: every publish (and retirement)
 of the window, newest first, as the auditors' activity page exports it, with
 each release's signature status. CSV by default; -o json prints the JSON
-export (its "truncated" is true when the window held more than 10000
-publishes and only the newest are listed).
+export. A window of more than 10000 publishes lists only the newest 10000:
+a warning on stderr says so (and the JSON's "truncated" is true).
 
 The window is --from (default 7 days before --to) to --to (default now),
 each an RFC 3339 time, a UTC date and time (2026-12-04T10:00) or a date;
@@ -42,7 +42,7 @@ report needs no browser.`,
 			if err != nil {
 				return err
 			}
-			return getActivity(cmd.Context(), base, token, q, e.stdout)
+			return getActivity(cmd.Context(), base, token, q, e.stdout, e.stderr)
 		},
 	}
 	cmd.Flags().StringVar(&q.from, "from", "", "the window's start, included (default 7 days before --to)")

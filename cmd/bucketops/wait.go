@@ -187,7 +187,7 @@ var errorMessage = regexp.MustCompile(`(?s)id="error-message">(.*?)</p>`)
 
 // getActivity copies the bridge's activity export (GET /ui/activity with
 // format=csv or json) to w, authenticated with the bearer token.
-func getActivity(ctx context.Context, base, token string, q activityQuery, w io.Writer) error {
+func getActivity(ctx context.Context, base, token string, q activityQuery, w, warn io.Writer) error {
 	v := url.Values{"format": {q.format}}
 	for k, s := range map[string]string{"from": q.from, "to": q.to, "prefix": q.prefix, "author": q.author} {
 		if s != "" {
@@ -207,6 +207,10 @@ func getActivity(ctx context.Context, base, token string, q activityQuery, w io.
 	if resp.StatusCode == http.StatusOK {
 		if _, err := io.Copy(w, resp.Body); err != nil {
 			return fmt.Errorf("reading the activity export: %w", err)
+		}
+		// ui.TruncatedHeader (the CLI doesn't link the pages).
+		if listed, seen, ok := strings.Cut(resp.Header.Get("Bucketops-Truncated"), " of "); ok {
+			fmt.Fprintf(warn, "warning: the window holds %s publishes and the export lists only the newest %s: narrow it with --from/--to, --prefix or --author\n", seen, listed)
 		}
 		return nil
 	}
