@@ -226,11 +226,11 @@ func peakDuring(fn func()) (objects, mapped int64) {
 // size of the releases it holds (x-release): what memory.PerByte must
 // cover. See docs/benchmarks.md.
 func BenchmarkPeakHeap(b *testing.B) {
-	// What the bridge does in the base install's pod: GOMEMLIMIT is the
-	// container's limit (resourceFieldRef limits.memory), and the render
-	// memory half of it, as memoryBudgets picks it.
+	// What the bridge does in the base install's pod: the Go runtime's
+	// soft limit is 90% of the container's limit and the render memory
+	// half of it, as memoryBudgets picks them.
 	limit := deploymentLimit(b)
-	defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit / 10 * 9))
 	budget := memory.NewBudget(limit / 2)
 
 	ctx := context.Background()
