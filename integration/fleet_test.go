@@ -551,10 +551,17 @@ func procTicks(pid int, fields ...int) float64 {
 func runBurst(t *testing.T, f feed, size fleetSize, id string) fleet.Burst {
 	t.Helper()
 	before := measureCost(f)
+	stopProfile := func() error { return nil }
+	if dir := os.Getenv(profileEnv); dir != "" && id == "b1" {
+		stopProfile = st.profile(filepath.Join(dir, f.set()))
+	}
 	start := time.Now()
 	pub := f.publish(t, allApps(size.apps), id)
 	waitReleased(t, f, allApps(size.apps), id, 20*time.Minute)
 	live := time.Since(start)
+	if err := stopProfile(); err != nil {
+		t.Errorf("%s: profiling: %v", profileEnv, err)
+	}
 	// Let comparisons the sync set off settle before counting.
 	time.Sleep(5 * time.Second)
 	c := measureCost(f).minus(before)

@@ -45,6 +45,9 @@ type stack struct {
 	bridgeEnv  []string // the export lines of the bridge: what the CLI needs
 	ageKeys    string
 	logf       func(string, ...any)
+	// metrics is each Argo CD process's metrics address, where its
+	// profiler answers (profile.go).
+	metrics map[string]string
 }
 
 // stackLevers are the levers the stack runs with (levers.go); benchMode
@@ -66,7 +69,7 @@ func startStack(bins map[string]string, ageKeyFile string, logDir string, logf f
 	if err != nil {
 		return nil, err
 	}
-	s = &stack{procs: procs{logs: logDir}, dir: dir, bin: bins, ageKeys: ageKeyFile, logf: logf}
+	s = &stack{procs: procs{logs: logDir}, dir: dir, bin: bins, ageKeys: ageKeyFile, logf: logf, metrics: map[string]string{}}
 	// A failed start stops what it started; the return has set s to nil.
 	started := s
 	defer func() {
@@ -341,7 +344,7 @@ func (s *stack) argoEnv(binaryName string, extra ...string) []string {
 		"ARGOCD_SSH_DATA_PATH="+s.path("argocd", "ssh"),
 		"ARGOCD_CONTROLLER_REPLICAS=1",
 	)
-	return append(env, extra...)
+	return append(append(env, s.profilerEnv()...), extra...)
 }
 
 func (s *stack) startArgoServer() error {
@@ -358,6 +361,7 @@ func (s *stack) startArgoServer() error {
 		return err
 	}
 	s.argocd = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	s.metrics["argocd-server"] = fmt.Sprintf("127.0.0.1:%d", ports[1])
 	// Log in as admin with the generated password, as a user would.
 	var password string
 	err = waitFor("argocd-initial-admin-secret", p, 60*time.Second, func() error {
@@ -534,17 +538,22 @@ func (s *stack) startRepoServer() error {
 		return err
 	}
 	repoServerAddr = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	s.metrics["argocd-repo-server"] = fmt.Sprintf("127.0.0.1:%d", ports[1])
 	return nil
 }
 
 func (s *stack) startController() error {
-	_, _, err := s.startOnPorts("argocd-application-controller", 1, func(ports []int) (*proc, error) {
+	_, ports, err := s.startOnPorts("argocd-application-controller", 1, func(ports []int) (*proc, error) {
 		return s.start("argocd-application-controller", s.bin["argocd"], s.controllerArgs(ports[0]), s.argoEnv("argocd-application-controller"), s.dir)
 	}, func(p *proc, ports []int) error {
 		// Its metrics listener (on 0.0.0.0) serves once it runs.
 		return waitFor("argocd-application-controller", p, 60*time.Second, func() error { return listensOn(p.cmd.Process.Pid, ports) })
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	s.metrics["argocd-application-controller"] = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	return nil
 }
 
 func (s *stack) controllerArgs(metrics int) []string {
@@ -601,7 +610,7 @@ func (s *stack) generatorSettings() error {
 // multi-call binary under that name.
 func (s *stack) startAppSetController() error {
 	addr := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
-	_, _, err := s.startOnPorts("argocd-applicationset-controller", 3, func(ports []int) (*proc, error) {
+	_, ports, err := s.startOnPorts("argocd-applicationset-controller", 3, func(ports []int) (*proc, error) {
 		return s.start("argocd-applicationset-controller", s.bin["argocd"], []string{
 			"--namespace", "argocd", "--argocd-repo-server", repoServerAddr, "--repo-server-plaintext",
 			"--metrics-addr", addr(ports[0]), "--probe-addr", addr(ports[1]), "--webhook-addr", addr(ports[2]),
@@ -611,7 +620,11 @@ func (s *stack) startAppSetController() error {
 		// It registers no health checks; its metrics answer once its manager runs.
 		return waitFor("argocd-applicationset-controller", p, 60*time.Second, func() error { return httpOK("http://"+addr(ports[0])+"/metrics", "") })
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	s.metrics["argocd-applicationset-controller"] = addr(ports[0])
+	return nil
 }
 
 // bucketops runs the CLI with the bridge's environment.
