@@ -1,7 +1,6 @@
 package emulator_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -27,6 +26,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/bucketops/bucketops/emulator"
+	"github.com/bucketops/bucketops/logtest"
 )
 
 const manifests = "prod/payments/manifests.yaml"
@@ -521,27 +521,9 @@ func TestMemoryOnlyBucketIsVersioned(t *testing.T) {
 	}
 }
 
-// lockedBuffer collects log output written by the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func TestAFailedSaveIsLoudAndStopsWrites(t *testing.T) {
 	dir := t.TempDir()
-	logs := &lockedBuffer{}
+	logs := &logtest.Buffer{}
 	e := start(t, emulator.Config{Dir: dir, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	b := client(t, e).Bucket(e.Bucket())
 	once := storage.WithPolicy(storage.RetryNever)
@@ -663,7 +645,7 @@ func TestValidate(t *testing.T) {
 
 func TestANameThatCantBeStoredDoesntBlockTheBucket(t *testing.T) {
 	dir := t.TempDir()
-	logs := &lockedBuffer{}
+	logs := &logtest.Buffer{}
 	e := start(t, emulator.Config{Dir: dir, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 
 	// A simple upload takes the name from the URL, so it can be any bytes.

@@ -1,7 +1,6 @@
 package ui_test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
@@ -10,9 +9,9 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/bucketops/bucketops/logtest"
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/store"
 	"github.com/bucketops/bucketops/store/storetest"
@@ -21,44 +20,9 @@ import (
 
 const auditorToken = "auditor-token-alice-0123456789abcdef"
 
-// lockedBuffer is a log the server's goroutines share with the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// access returns the access log's lines.
-func (l *lockedBuffer) access(t *testing.T) []map[string]any {
-	t.Helper()
-	var lines []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(l.String()))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("log line %q: %v", sc.Text(), err)
-		}
-		if m["msg"] == "auditor access" {
-			lines = append(lines, m)
-		}
-	}
-	return lines
-}
-
 // auditedSite serves the pages over one app's two releases, to the reader
 // token and to alice's auditor token, logging to logs.
-func auditedSite(t *testing.T) (string, *lockedBuffer) {
+func auditedSite(t *testing.T) (string, *logtest.Buffer) {
 	t.Helper()
 	st := storetest.New(t, true).Store(t, "")
 	for i, author := range []string{"alice@example.com", "bob@example.com"} {
@@ -70,7 +34,7 @@ func auditedSite(t *testing.T) (string, *lockedBuffer) {
 			t.Fatal(err)
 		}
 	}
-	logs := &lockedBuffer{}
+	logs := &logtest.Buffer{}
 	u, err := ui.New(ui.Config{
 		Releases: st, Location: st.Location(), Logger: slog.New(slog.NewJSONHandler(logs, nil)),
 		Authenticate: func(tok string) bool { return tok == token },
@@ -135,7 +99,7 @@ func TestAuditorLogsInUnderItsName(t *testing.T) {
 		t.Errorf("apps page after the auditor's login (%d) doesn't show alice (auditor token):\n%s", apps.status, apps.body)
 	}
 
-	lines := logs.access(t)
+	lines := logs.Lines(t, "auditor access")
 	if len(lines) != 2 {
 		t.Fatalf("%d access log lines, want 2 (the login and the apps page):\n%s", len(lines), logs)
 	}
@@ -161,7 +125,7 @@ func TestAuditorLogsInUnderItsName(t *testing.T) {
 	if a := get(t, r, base+"/ui/apps"); !strings.Contains(a.body, `<span class="who">reader token</span>`) {
 		t.Errorf("the reader's session doesn't say reader token")
 	}
-	if n := len(logs.access(t)); n != 2 {
+	if n := len(logs.Lines(t, "auditor access")); n != 2 {
 		t.Errorf("the reader's requests made access log lines: %d lines", n)
 	}
 }
@@ -211,7 +175,7 @@ func TestActivityExportTakesABearerToken(t *testing.T) {
 		})
 	}
 
-	lines := logs.access(t)
+	lines := logs.Lines(t, "auditor access")
 	if len(lines) != 4 {
 		t.Fatalf("%d access log lines, want 4 (the auditor's two exports and two refusals):\n%s", len(lines), logs)
 	}

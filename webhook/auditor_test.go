@@ -1,14 +1,10 @@
 package webhook_test
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +13,7 @@ import (
 	"github.com/bucketops/bucketops/appset"
 	"github.com/bucketops/bucketops/deploy"
 	"github.com/bucketops/bucketops/gitview"
+	"github.com/bucketops/bucketops/logtest"
 	"github.com/bucketops/bucketops/store"
 	"github.com/bucketops/bucketops/store/storetest"
 	"github.com/bucketops/bucketops/webhook"
@@ -25,47 +22,12 @@ import (
 
 const auditorToken = "auditor-token-alice-0123456789abcdef"
 
-// syncBuffer is a log destination the server's goroutines share with the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// accessLines returns the access log's lines, decoded.
-func (s *syncBuffer) accessLines(t *testing.T) []map[string]any {
-	t.Helper()
-	var lines []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(s.String()))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("log line %q: %v", sc.Text(), err)
-		}
-		if m["msg"] == "auditor access" {
-			lines = append(lines, m)
-		}
-	}
-	return lines
-}
-
 // auditorBridge serves a bridge with every route on (the git view, the
 // generator, Pub/Sub push), an auditor token named alice, and its log
 // in logs.
-func auditorBridge(t *testing.T) (*bridge, *syncBuffer) {
+func auditorBridge(t *testing.T) (*bridge, *logtest.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	b := serveBridgeConfig(t, storetest.New(t, true), nil, func(c *webhook.Config) {
 		c.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 		c.Tokens = append(c.Tokens, webhook.NewToken(webhook.RoleGenerator, generatorToken), webhook.NewAuditorToken("alice", auditorToken))
@@ -157,7 +119,7 @@ func TestAuditorAccessLog(t *testing.T) {
 	b.get(t, "/v1/apps/prod/api/-/manifests", auditorToken)
 	b.get(t, "/v1/apps", readerToken)
 
-	lines := logs.accessLines(t)
+	lines := logs.Lines(t, "auditor access")
 	if len(lines) != 2 {
 		t.Fatalf("%d access log lines, want 2 (the auditor's requests):\n%s", len(lines), logs)
 	}
