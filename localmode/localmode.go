@@ -9,7 +9,9 @@
 // the process: the token lives in a private temporary directory that
 // Close removes. The env file is replaced whole, and only by a run that
 // is listening: a second run that can't bind never empties the first
-// one's.
+// one's. It also starts the embedded GCS emulator at the address the
+// last run kept, and seeds a bucket with the example apps without
+// touching an app that has releases.
 package localmode
 
 import (

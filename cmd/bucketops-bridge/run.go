@@ -11,11 +11,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -33,7 +30,6 @@ import (
 	"github.com/bucketops/bucketops/policy"
 	"github.com/bucketops/bucketops/policy/watch"
 	"github.com/bucketops/bucketops/provenance"
-	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/secrets"
 	"github.com/bucketops/bucketops/store"
 	"github.com/bucketops/bucketops/ui"
@@ -295,7 +291,7 @@ func (b bridge) runLocal(ctx context.Context) error {
 		return fmt.Errorf("listen on %s: %w: another bridge (an earlier make run?) may hold it; stop it, or pick another address: make run LISTEN=127.0.0.1:8090 (--listen)", b.cfg.listen, err)
 	}
 	defer ln.Close()
-	emu, err := b.startEmulator(ctx, state)
+	emu, err := state.StartEmulator(ctx, emulator.Config{Dir: b.cfg.dataDir, Logger: b.log.With("component", "emulator")}, b.log)
 	if err != nil {
 		return fmt.Errorf("local mode: %w", err)
 	}
@@ -325,7 +321,7 @@ func (b bridge) runLocal(ctx context.Context) error {
 		pubsubLine = fmt.Sprintf("# pubsub: %s (PUBSUB_EMULATOR_HOST=%s), bucket notifications to %s", localSubscription, os.Getenv("PUBSUB_EMULATOR_HOST"), localTopic)
 	}
 	if b.cfg.seedDir != "" {
-		if err := seed(ctx, st, b.cfg.seedDir, b.log); err != nil {
+		if err := localmode.Seed(ctx, st, b.cfg.seedDir, b.log); err != nil {
 			return fmt.Errorf("local mode: --seed %s: %w", b.cfg.seedDir, err)
 		}
 	}
@@ -339,30 +335,6 @@ func (b bridge) runLocal(ctx context.Context) error {
 		fmt.Fprintln(&w, pubsubLine)
 		return w.String()
 	})
-}
-
-// startEmulator starts the embedded emulator where the last run with this
-// data directory had it, so STORAGE_EMULATOR_HOST in a terminal stays
-// right, or on a free port when that one is taken.
-func (b bridge) startEmulator(ctx context.Context, state *localmode.State) (*emulator.Emulator, error) {
-	cfg := emulator.Config{Dir: b.cfg.dataDir, Logger: b.log.With("component", "emulator")}
-	if last := state.Addr("emulator", ""); last != "" {
-		cfg.Addr = last
-		emu, err := emulator.Start(ctx, cfg)
-		if err == nil {
-			return emu, nil
-		}
-		if !errors.Is(err, syscall.EADDRINUSE) {
-			return nil, err
-		}
-		b.log.Warn("local mode: the emulator's last address is taken; it moves, source the new export lines", "address", last, "error", err)
-		cfg.Addr = ""
-	}
-	emu, err := emulator.Start(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return emu, nil
 }
 
 // localToken returns the token file local mode exports: the --token-file
@@ -578,58 +550,6 @@ func newRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
-}
-
-// seed publishes every app directory under dir that isn't an app yet: a
-// directory that directly holds manifest files is the app named by its path
-// (examples/dev/guestbook is dev/guestbook). An app that already has a
-// release, seeded or pushed since, is left alone.
-func seed(ctx context.Context, st *store.Store, dir string, log *slog.Logger) error {
-	apps := map[string]bool{}
-	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && path != dir && strings.HasPrefix(d.Name(), ".") {
-			return filepath.SkipDir // as AssembleDir does
-		}
-		if !d.IsDir() && !strings.HasPrefix(d.Name(), ".") && render.IsManifest(d.Name()) {
-			rel, err := filepath.Rel(dir, filepath.Dir(path))
-			if err != nil {
-				return err
-			}
-			apps[filepath.ToSlash(rel)] = true
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	names := make([]string, 0, len(apps))
-	for app := range apps {
-		names = append(names, app)
-	}
-	sort.Strings(names)
-	for _, app := range names {
-		rel, err := render.AssembleDir(filepath.Join(dir, filepath.FromSlash(app)))
-		if err != nil {
-			return err
-		}
-		noHead := int64(0)
-		res, err := st.Publish(ctx, app, store.Publication{
-			Data: rel.Bytes, Resources: rel.Resources(), Author: "bucketops-bridge --seed",
-			Source: filepath.ToSlash(filepath.Join(dir, app)), IfGeneration: &noHead,
-		})
-		switch {
-		case errors.Is(err, store.ErrConflict):
-			log.Info("not seeded: the app already has releases", "app", app)
-		case err != nil:
-			return err
-		default:
-			log.Info("seeded", "app", app, "generation", res.Generation)
-		}
-	}
-	return nil
 }
 
 // floors keeps each app's rollback floor in the bucket when a trust policy
