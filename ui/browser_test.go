@@ -170,6 +170,7 @@ func TestAuditorWalk(t *testing.T) {
 	if s := text("#timeline"); strings.Contains(s, "not checked") {
 		t.Errorf("a release under require: signed is not checked: %q", s)
 	}
+	check("8-signatures")
 	must(t, chromedp.Do(ctx, chromedp.Navigate(base+"/ui/apps/prod/payments/-/releases"), chromedp.WaitVisible(chromedp.ID("timeline"))))
 	if s := text("#timeline"); strings.Count(s, "not checked") != 2 {
 		t.Errorf("under require: off, the timeline labels the releases %q, want not checked", s)
