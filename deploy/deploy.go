@@ -82,8 +82,6 @@ type Config struct {
 	CallTimeout time.Duration
 	// NudgeAfter is how long a sync the bridge started may stay unstarted
 	// before a refresh nudges the controller (argo-cd#18500; default 10s).
-	// For an automated Application's sync it counts from when none of the
-	// bridge's earlier syncs is still waiting (inflight.go).
 	NudgeAfter time.Duration
 	// MinBackoff and MaxBackoff bound retries of failed Argo CD calls
 	// (defaults 1s and 1m).
@@ -107,8 +105,6 @@ type Deployer struct {
 	// unknown remembers, for a while, the commits of Applications'
 	// histories that name no release of their app (deploys.go).
 	unknown *cache.LRU[string, time.Time]
-	// inflight orders the syncs of automated Applications not started yet.
-	inflight inflight
 
 	mu       sync.Mutex
 	apps     map[string]*appState

@@ -175,18 +175,6 @@ func (x *index) get(k appKey) *v1alpha1.Application {
 	return nil
 }
 
-// operation returns a copy of the state of Application k's last operation
-// (nil if it has none), and whether k is indexed.
-func (x *index) operation(k appKey) (*v1alpha1.OperationState, bool) {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	a := x.apps[k]
-	if a == nil {
-		return nil, false
-	}
-	return a.Status.OperationState.DeepCopy(), true
-}
-
 // forApp returns copies of the Applications that deploy app, by key.
 func (x *index) forApp(app string) []*v1alpha1.Application {
 	x.mu.RLock()

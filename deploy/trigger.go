@@ -175,32 +175,22 @@ const confirmInterval = 250 * time.Millisecond
 // confirmLater follows, in the index the watch stream keeps, the sync
 // requested at requested until it finishes. It landed when Argo CD synced
 // generation gen or a newer one; otherwise (it failed, it synced an older
-// revision, or it never started, argo-cd#18500) a normal refresh follows,
-// which shows the failure in the Application's conditions and lets Argo
-// CD's automated sync take the release. A sync counts as never started
-// once it has waited NudgeAfter first in line (inflight): behind the
-// bridge's earlier syncs, it is waiting its turn.
+// revision, or it never started within NudgeAfter, argo-cd#18500) a normal
+// refresh follows, which shows the failure in the Application's
+// conditions and lets Argo CD's automated sync take the release.
 func (d *Deployer) confirmLater(ctx context.Context, app string, gen int64, k appKey, project string, requested time.Time) {
 	since := requested.Truncate(time.Second) // Argo CD's times have whole seconds
-	place := d.inflight.add()
-	var first time.Time // when no earlier sync was waiting any more
 	var check func()
 	check = func() {
 		if ctx.Err() != nil {
-			d.inflight.done(place)
 			return
 		}
-		op, ok := d.index.operation(k)
-		if !ok {
-			d.inflight.done(place)
+		a := d.index.get(k)
+		if a == nil {
 			return // deleted meanwhile
 		}
+		op := a.Status.OperationState
 		started := op != nil && !op.StartedAt.Time.Before(since)
-		if started {
-			d.inflight.done(place)
-		} else if first.IsZero() && d.inflight.first(place) {
-			first = time.Now()
-		}
 		switch {
 		case started && op.Phase.Completed():
 			landed := int64(0)
@@ -218,12 +208,11 @@ func (d *Deployer) confirmLater(ctx context.Context, app string, gen int64, k ap
 			}
 			d.fallBack(ctx, app, gen, k, project, reason)
 			return
-		case !started && !first.IsZero() && time.Since(first) >= d.cfg.NudgeAfter:
-			d.inflight.done(place)
+		case !started && time.Since(requested) >= d.cfg.NudgeAfter:
 			d.metrics.nudges.Inc()
-			d.fallBack(ctx, app, gen, k, project, fmt.Sprintf("the sync hasn't started %s after its request", time.Since(requested).Round(time.Second)))
+			d.fallBack(ctx, app, gen, k, project, "the sync hasn't started")
 			return
-		case started && time.Since(requested) >= d.cfg.CallTimeout:
+		case time.Since(requested) >= d.cfg.CallTimeout:
 			return // still running: Argo CD reports the outcome
 		}
 		time.AfterFunc(confirmInterval, check)

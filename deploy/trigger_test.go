@@ -2,7 +2,6 @@ package deploy_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -191,57 +190,5 @@ func TestATombstoneIsRefreshedNeverSynced(t *testing.T) {
 	waitCalls(t, argo, "refresh", "auto", 1)
 	if syncs := argo.Syncs(); len(syncs) != 1 {
 		t.Errorf("%d syncs, want only the first release's: a sync of the tombstone prunes the app's resources: %+v", len(syncs), syncs)
-	}
-}
-
-// A release of many apps asks Argo CD for many syncs at once, and its
-// controller starts them a few at a time (the fleet race's burst: 200
-// syncs, the last started minutes later). A sync waiting behind the
-// bridge's earlier syncs is waiting its turn, not passed over
-// (argo-cd#18500): it gets no refresh however long its turn takes. In the
-// race, 190 of 200 syncs were refreshed 10 s after their request, each
-// refresh an ApplicationSet render and a comparison racing the sync's
-// own, which now and then generated the release twice.
-func TestSyncsWaitingTheirTurnAreNotRefreshed(t *testing.T) {
-	argo := argocdtest.New(t)
-	st := storetest.New(t, true).Store(t, "")
-	view, url := gitView(t, argo, st)
-	apps := []string{"prod/a", "prod/b", "prod/c"}
-	for i, app := range apps {
-		argo.Put(automatedApp(fmt.Sprintf("auto-%d", i), app, url(app)))
-	}
-	type request struct{ namespace, name, revision string }
-	requests := make(chan request, len(apps))
-	argo.OnSync(func(a *v1alpha1.Application, _ *application.ApplicationSyncRequest) error {
-		a.Operation = &v1alpha1.Operation{Sync: &v1alpha1.SyncOperation{}}
-		requests <- request{a.Namespace, a.Name, a.Status.Sync.Revision}
-		return nil
-	})
-	const nudge = 2 * time.Second
-	r := newRig(t, argo, st, func(c *deploy.Config) {
-		c.Revisions, c.SyncAutomated, c.NudgeAfter = view, true, nudge
-	})
-	for _, app := range apps {
-		gen := publish(t, st, app, "one")
-		r.deployer.Notify(deploy.Event{App: app, Generation: gen, Source: deploy.SourcePush})
-	}
-	// The controller starts one sync every nudge/2, in the order they were
-	// asked for: the last starts 1.5 × nudge after its request.
-	for range apps {
-		var req request
-		select {
-		case req = <-requests:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%d syncs asked for, want %d", len(argo.Syncs()), len(apps))
-		}
-		time.Sleep(nudge / 2)
-		argo.Update(req.namespace, req.name, func(a *v1alpha1.Application) {
-			a.Operation = nil
-			finished(a, synccommon.OperationSucceeded, req.revision, "successfully synced")
-		})
-	}
-	time.Sleep(nudge / 4) // the bridge's checks run every 250ms
-	if got := argo.Refreshes(); len(got) != 0 {
-		t.Errorf("refreshes of syncs that were waiting their turn: %+v", got)
 	}
 }
