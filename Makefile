@@ -79,9 +79,9 @@ e2e-deps:
 # on 2 cores. Smaller runs: BENCH_ARGOCD_APPS=50 BENCH_ARGOCD_STREAM=1m
 # BENCH_ARGOCD_BURSTS=1; BENCH_ARGOCD_FEEDS=bucketops (git, git-paths) races
 # some feeds; BENCH_ARGOCD_LEVERS=none (or sync-first,basic-auth,…) turns
-# the install's levers off; BENCH_ARGOCD_PROFILE=DIR writes CPU profiles of
-# Argo CD's processes during each feed's first burst into DIR/FEED/ (read
-# them with go tool pprof -top DIR/bench-bucketops/argocd-application-controller-*).
+# the install's levers off. To profile Argo CD's processes without
+# rewriting the report with a profiled run, run the test itself with
+# BENCH_ARGOCD_PROFILE=DIR (docs/testing.md).
 bench-argocd: e2e-deps
 	@mkdir -p $(BIN)
 	BENCH_ARGOCD_OUT=$(CURDIR)/$(BIN)/bench-argocd.json BENCH_ARGOCD_DOC=$(CURDIR)/docs/benchmarks.md BENCH_ARGOCD_CHART=$(CURDIR)/docs/bench-argocd.svg BENCH_ARGOCD_README=$(CURDIR)/README.md \
