@@ -25,15 +25,28 @@ const profileEnv = "BENCH_ARGOCD_PROFILE"
 // that go tool pprof merges (go tool pprof -top DIR/FEED/PROCESS-*).
 const profileSlice = 10 * time.Second
 
-// profilerEnv turns Argo CD's profiler on (its metrics port's
-// /debug/pprof, which reads a file that says "true") when profiling.
+// enableProfiler writes the file that turns Argo CD's profiler on (its
+// metrics port's /debug/pprof reads it and wants "true") when profiling,
+// before any Argo CD process starts; a write that fails stops the stack's
+// start with its cause rather than leave every capture failing later.
+func (s *stack) enableProfiler() error {
+	if os.Getenv(profileEnv) == "" {
+		return nil
+	}
+	if err := os.MkdirAll(s.path("argocd"), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(s.profilerFile(), []byte("true"), 0o644)
+}
+
+func (s *stack) profilerFile() string { return s.path("argocd", "profiler.enabled") }
+
+// profilerEnv points Argo CD's processes at the file enableProfiler wrote.
 func (s *stack) profilerEnv() []string {
 	if os.Getenv(profileEnv) == "" {
 		return nil
 	}
-	enabled := s.path("argocd", "profiler.enabled")
-	os.WriteFile(enabled, []byte("true"), 0o644)
-	return []string{"ARGOCD_ENABLE_PROFILER_FILE_PATH=" + enabled}
+	return []string{"ARGOCD_ENABLE_PROFILER_FILE_PATH=" + s.profilerFile()}
 }
 
 // profile captures CPU profiles of every Argo CD process whose metrics

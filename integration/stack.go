@@ -86,6 +86,7 @@ func startStack(bins map[string]string, ageKeyFile string, logDir string, logf f
 		{"kube-apiserver", s.startAPIServer},
 		{"kube-controller-manager", s.startControllerManager},
 		{"Argo CD settings", s.setupArgoCD},
+		{"Argo CD profiler", s.enableProfiler},
 		{"redis", s.startRedis},
 		// Each process starts after those it calls, so the addresses it
 		// is given are of processes already listening, and a start that
