@@ -26,10 +26,10 @@ import (
 
 // The fleet race: the same fleet of apps fed to the same real Argo CD
 // (and its ApplicationSet controller) from a git monorepo and from
-// bucketops, in turn. TestFleet runs a small burst in make e2e, as a
-// regression check without timing assertions; make bench-argocd runs the
-// whole race (TestFleetBench) and rewrites its section of
-// docs/benchmarks.md.
+// bucketops, their bursts interleaved (race). TestFleet runs a small
+// burst in make e2e, as a regression check without timing assertions;
+// make bench-argocd runs the whole race (TestFleetBench) and rewrites its
+// section of docs/benchmarks.md.
 
 // fleetSize is one race's shape.
 type fleetSize struct {
@@ -280,6 +280,7 @@ type gitFeed struct {
 	paths   bool
 	server  *gitServer
 	repo    string // the repository's name on the server
+	setups  int    // setups so far: each has a repository of its own
 	work    string // the CI's clone
 	objects int
 }
@@ -314,7 +315,13 @@ func (f *gitFeed) git(t *testing.T, args ...string) string {
 
 func (f *gitFeed) setup(t *testing.T, size fleetSize) {
 	f.objects = size.objects
+	// A setup after a teardown (the race's streams) starts a new history,
+	// which the previous repository would refuse as a non-fast-forward.
 	f.repo = f.set()
+	if f.setups > 0 {
+		f.repo = fmt.Sprintf("%s-%d", f.set(), f.setups)
+	}
+	f.setups++
 	f.work = t.TempDir()
 	bare := filepath.Join(f.server.root, f.repo+".git")
 	for _, args := range [][]string{{"init", "-q", "--bare", "-b", "main", bare}, {"-C", bare, "config", "http.receivepack", "true"}} {
@@ -548,9 +555,11 @@ func procTicks(pid int, fields ...int) float64 {
 	return ticks / 100 // USER_HZ
 }
 
-func runBurst(t *testing.T, f feed, size fleetSize, id string) fleet.Burst {
+// runBurst releases every app of f at once and measures it; others are
+// the feeds whose Applications sit idle in the cluster meanwhile.
+func runBurst(t *testing.T, f feed, others []feed, size fleetSize, id string) fleet.Burst {
 	t.Helper()
-	before := measureCost(f)
+	before, idle := measureCost(f), reconcilesOf(others)
 	stopProfile := func() error { return nil }
 	if dir := os.Getenv(profileEnv); dir != "" && id == "b1" {
 		stopProfile = st.profile(filepath.Join(dir, f.set()))
@@ -565,7 +574,17 @@ func runBurst(t *testing.T, f feed, size fleetSize, id string) fleet.Burst {
 	// Let comparisons the sync set off settle before counting.
 	time.Sleep(5 * time.Second)
 	c := measureCost(f).minus(before)
-	return fleet.Burst{Live: live, Publish: pub, Cost: c.report()}
+	return fleet.Burst{Live: live, Publish: pub, Cost: c.report(), IdleReconciles: reconcilesOf(others) - idle}
+}
+
+// reconcilesOf is the application controller's reconciliations so far of
+// feeds' Applications.
+func reconcilesOf(feeds []feed) int {
+	n := 0
+	for _, f := range feeds {
+		n += measureCost(f).reconciles
+	}
+	return n
 }
 
 func runStream(t *testing.T, f feed, size fleetSize) fleet.Stream {
@@ -650,37 +669,78 @@ func (c cost) report() fleet.Cost {
 	}
 }
 
-// race runs each feed in turn: set up, bursts, stream, teardown. With
-// clear, a feed's namespace is deleted after its teardown, so the next
-// feed starts from the cluster the first one found: the resources the
-// teardown keeps (preserveResourcesOnDeletion) would otherwise stay in the
-// cluster and in Argo CD's cluster cache, and the feeds that run later pay
-// for them (docs/benchmarks.md measured the order's cost).
+// race runs the feeds on one stack, and its order is what keeps the
+// comparison fair:
+//   - setup: each feed's ApplicationSet, one after another, each waited for
+//     until every app runs r0;
+//   - bursts: in rounds, round b running every feed's burst b in an order
+//     rotated by one each round, so that no feed always goes first on a
+//     fresh stack or last on a tired one, and the machine's drift over the
+//     run falls on every feed alike. The other feeds' Applications stay in
+//     the cluster, idle, and Argo CD compares them on its timer during
+//     every feed's bursts alike; each burst counts those reconciliations;
+//   - streams: every feed is torn down (with clear, its namespace deleted
+//     too, so that the resources preserveResourcesOnDeletion keeps leave
+//     the cluster and Argo CD's cluster cache), then each feed in turn is
+//     set up again alone, streams and is torn down, so that a stream's cost
+//     per release is of that feed only.
+//
+// A feed whose setup fails is left out of what follows.
 func race(t *testing.T, size fleetSize, feeds []feed, clear bool) []fleet.Feed {
-	var results []fleet.Feed
-	for _, f := range feeds {
-		t.Run(f.name(), func(t *testing.T) {
-			start := time.Now()
-			f.setup(t, size)
-			waitReleased(t, f, allApps(size.apps), "r0", 20*time.Minute)
-			t.Logf("%s: %d apps deployed in %s", f.name(), size.apps, time.Since(start).Round(time.Second))
-			r := fleet.Feed{Name: f.name()}
-			for b := range size.bursts {
-				br := runBurst(t, f, size, fmt.Sprintf("b%d", b+1))
-				t.Logf("%s burst %d: live in %s (publish %s), %d generations, %.1f CPU s", f.name(), b+1, br.Live.Round(100*time.Millisecond), br.Publish.Round(10*time.Millisecond), br.Generations, br.CPU)
-				r.Bursts = append(r.Bursts, br)
+	results := make([]fleet.Feed, len(feeds))
+	for i, f := range feeds {
+		results[i].Name = f.name()
+	}
+	setup := func(t *testing.T, f feed) {
+		start := time.Now()
+		f.setup(t, size)
+		waitReleased(t, f, allApps(size.apps), "r0", 20*time.Minute)
+		t.Logf("%s: %d apps deployed in %s", f.name(), size.apps, time.Since(start).Round(time.Second))
+	}
+	teardown := func(t *testing.T, f feed) {
+		f.teardown(t)
+		if clear {
+			clearNamespace(t, f.namespace())
+		}
+	}
+	if size.bursts > 0 {
+		var up []int // indexes of the feeds set up
+		for i, f := range feeds {
+			if t.Run("setup "+f.name(), func(t *testing.T) { setup(t, f) }) {
+				up = append(up, i)
 			}
-			if size.stream > 0 {
+		}
+		for b := range size.bursts {
+			for k := range up {
+				i := up[(b+k)%len(up)]
+				f := feeds[i]
+				var others []feed
+				for _, j := range up {
+					if j != i {
+						others = append(others, feeds[j])
+					}
+				}
+				t.Run(fmt.Sprintf("burst %d %s", b+1, f.name()), func(t *testing.T) {
+					br := runBurst(t, f, others, size, fmt.Sprintf("b%d", b+1))
+					t.Logf("%s burst %d: live in %s (publish %s), %d generations, %.1f CPU s, %d reconciliations of the other feeds' apps", f.name(), b+1, br.Live.Round(100*time.Millisecond), br.Publish.Round(10*time.Millisecond), br.Generations, br.CPU, br.IdleReconciles)
+					results[i].Bursts = append(results[i].Bursts, br)
+				})
+			}
+		}
+		for _, i := range up {
+			t.Run("teardown "+feeds[i].name(), func(t *testing.T) { teardown(t, feeds[i]) })
+		}
+	}
+	if size.stream > 0 {
+		for i, f := range feeds {
+			t.Run("stream "+f.name(), func(t *testing.T) {
+				setup(t, f)
 				sr := runStream(t, f, size)
 				t.Logf("%s stream: %d releases, p50 %s, p99 %s, %d missed, %d generations, %.1f CPU s", f.name(), sr.Releases, fleet.Percentile(sr.Latencies, 50), fleet.Percentile(sr.Latencies, 99), sr.Missed, sr.Generations, sr.CPU)
-				r.Stream = &sr
-			}
-			f.teardown(t)
-			if clear {
-				clearNamespace(t, f.namespace())
-			}
-			results = append(results, r)
-		})
+				results[i].Stream = &sr
+				teardown(t, f)
+			})
+		}
 	}
 	return results
 }
@@ -748,7 +808,7 @@ func TestFleetBench(t *testing.T) {
 	report := fleet.Report{
 		Apps: size.apps, Objects: size.objects, Bursts: size.bursts, Stream: size.stream,
 		Took: time.Since(started), CPUs: runtime.NumCPU(), Date: time.Now().UTC().Format("2006-01-02"),
-		ArgoCD: versions.argocd, Reconciliation: reconciliation(), Levers: stackLevers.names(), Feeds: feeds,
+		ArgoCD: versions.argocd, Reconciliation: reconciliation(), Levers: stackLevers.names(), Feeds: feeds, Interleaved: true,
 	}
 	data, _ := json.MarshalIndent(report, "", "  ")
 	if err := os.WriteFile(out, data, 0o644); err != nil {

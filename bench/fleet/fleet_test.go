@@ -39,6 +39,7 @@ func TestRender(t *testing.T) {
 	out := Render(r, "bench-argocd.svg")
 	for _, want := range []string{
 		"real Argo CD v3.6.2", "every 120s", "levers on: sync-first, basic-auth",
+		"The feeds ran in turn",      // the sample predates interleaving
 		"| git monorepo | 1.7 min |", // median of 90, 100, 300 s
 		// bucketops' median burst: controller 15 + repo-server 7.5 + bridge 7.5 = 30 s of Argo CD + server, 37.5 s in all, over 200 apps.
 		"| bucketops | 15.0 s | 0 ms | 1.00 | 0.150 | 0.188 | 0.0 | 0 (0) |",
@@ -59,6 +60,31 @@ func TestRender(t *testing.T) {
 	}
 	if Render(r, "x.svg") != Render(r, "x.svg") || string(Chart(r)) != string(Chart(r)) {
 		t.Error("rendering is not deterministic")
+	}
+}
+
+// An interleaved race says how it ran, and how much of each feed's burst
+// went to comparing the other feeds' idle apps.
+func TestRenderInterleaved(t *testing.T) {
+	r := sampleReport()
+	r.Interleaved = true
+	for i, idle := range [][]int{{300, 100, 200}, {50}, {400, 600, 500}} {
+		for j := range r.Feeds[i].Bursts {
+			r.Feeds[i].Bursts[j].IdleReconciles = idle[j]
+		}
+	}
+	out := Render(r, "bench-argocd.svg")
+	for _, want := range []string{
+		"in an order rotated by one each round",
+		"deployed again alone for its stream",
+		"(median): git monorepo 200, git monorepo, manifest-generate-paths 50, bucketops 500.",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the section lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "The feeds ran in turn") {
+		t.Error("an interleaved race described as run in turn")
 	}
 }
 
