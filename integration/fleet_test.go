@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -210,8 +211,17 @@ func template(set, name, source, namespace, annotations string) string {
       syncPolicy:
         automated:
           prune: true
-        syncOptions: [CreateNamespace=true]
-`, name, set, annotations, source, namespace)
+        syncOptions: [%s]
+`, name, set, annotations, source, namespace, syncOptions())
+}
+
+// syncOptions are the race's Applications' sync options: the no-validate
+// lever adds Validate=false (levers.go).
+func syncOptions() string {
+	if stackLevers.noValidate {
+		return "CreateNamespace=true, Validate=false"
+	}
+	return "CreateNamespace=true"
 }
 
 // bucketopsFeed publishes with bucketops push, one CLI process per app as
@@ -398,10 +408,42 @@ func (f *gitFeed) publish(t *testing.T, apps []int, id string) time.Duration {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("argocd-server's webhook: %s", resp.Status)
 	}
+	f.server.hooks.Add(1)
 	return published
 }
 
-func (f *gitFeed) teardown(t *testing.T) { deleteApplicationSet(t, f.set()) }
+// teardown waits until argocd-server has handled every webhook posted so
+// far, then deletes the ApplicationSet. Argo CD 3.x queues webhooks and
+// answers at once, and a monorepo's stream leaves minutes of them behind
+// (each refreshes every app and moves the others' manifest caches): the
+// next feed's webhooks would wait behind them, as the git-paths stream of
+// the 2026-12-07 race did for 2 to 4 minutes.
+func (f *gitFeed) teardown(t *testing.T) {
+	want := int(f.server.hooks.Load())
+	eventually(t, "argocd-server handled the webhooks", 15*time.Minute, func() (bool, string) {
+		n := webhooksHandled()
+		return n >= want, fmt.Sprintf("%d of %d webhooks handled", n, want)
+	})
+	deleteApplicationSet(t, f.set())
+}
+
+// webhooksHandled counts the push webhooks argocd-server's log says it
+// has taken up ("Received push event", logged by v2.14 and v3.x as they
+// start handling one; the handling takes milliseconds).
+func webhooksHandled() int {
+	st.mu.Lock()
+	list := slices.Clone(st.list)
+	st.mu.Unlock()
+	n := 0
+	for _, p := range list {
+		if p.name != "argocd-server" {
+			continue
+		}
+		data, _ := os.ReadFile(p.log)
+		n += bytes.Count(data, []byte("Received push event"))
+	}
+	return n
+}
 
 // gitServer is the real git http-backend behind net/http/cgi, as a git
 // host serves smart HTTP, on loopback. It runs in a process of its own
@@ -411,6 +453,9 @@ type gitServer struct {
 	root string // the repositories served
 	work string // the CI's clones, which outlive the race's subtests
 	url  string
+	// hooks counts the push webhooks posted to argocd-server, which
+	// answers before it handles them (webhooksHandled).
+	hooks atomic.Int64
 }
 
 const (

@@ -9,7 +9,9 @@ import (
 // levers are what the install does so that a release costs Argo CD less
 // (docs/argocd.md), each switchable so that the fleet race can measure
 // what each one buys: BENCH_ARGOCD_LEVERS names those on ("all", the
-// default, is the install; "none" is Argo CD as it comes).
+// default, is the install; "none" is Argo CD as it comes). noValidate is
+// not the install's: it is a trade-off a fleet may choose, measured only
+// when named ("all,no-validate").
 type levers struct {
 	// syncFirst: the bridge syncs an automated Application instead of
 	// refreshing it (--sync-automated).
@@ -23,9 +25,16 @@ type levers struct {
 	// template: the race's ApplicationSets render with Argo CD's plain
 	// templates (goTemplate: false) rather than Go templates.
 	template bool
+	// noValidate: Argo CD's Validate=false sync option on every feed's
+	// Applications, so that kubectl skips its schema check before each
+	// apply (and the API server's strict field validation with it).
+	noValidate bool
 }
 
+// leverNames are the install's levers; noValidateLever is named apart.
 var leverNames = []string{"sync-first", "basic-auth", "tar-exclude", "template"}
+
+const noValidateLever = "no-validate"
 
 // parseLevers reads BENCH_ARGOCD_LEVERS: "", "all", "none", or names from
 // leverNames separated by commas.
@@ -33,13 +42,17 @@ func parseLevers(v string) (levers, error) {
 	v = strings.TrimSpace(v)
 	switch v {
 	case "", "all":
-		return levers{true, true, true, true}, nil
+		return levers{syncFirst: true, basicAuth: true, tarExclude: true, template: true}, nil
 	case "none":
 		return levers{}, nil
 	}
 	var l levers
 	for name := range strings.SplitSeq(v, ",") {
 		switch strings.TrimSpace(name) {
+		case "all":
+			l.syncFirst, l.basicAuth, l.tarExclude, l.template = true, true, true, true
+		case noValidateLever:
+			l.noValidate = true
 		case "sync-first":
 			l.syncFirst = true
 		case "basic-auth":
@@ -49,13 +62,13 @@ func parseLevers(v string) (levers, error) {
 		case "template":
 			l.template = true
 		default:
-			return levers{}, fmt.Errorf("BENCH_ARGOCD_LEVERS: %q is not a lever; use all, none or some of %s", name, strings.Join(leverNames, ","))
+			return levers{}, fmt.Errorf("BENCH_ARGOCD_LEVERS: %q is not a lever; use all, none or some of %s,%s", name, strings.Join(leverNames, ","), noValidateLever)
 		}
 	}
 	return l, nil
 }
 
-// names lists the levers on, in leverNames' order.
+// names lists the levers on, in leverNames' order, then no-validate.
 func (l levers) names() []string {
 	on := []bool{l.syncFirst, l.basicAuth, l.tarExclude, l.template}
 	var out []string
@@ -63,6 +76,9 @@ func (l levers) names() []string {
 		if on[i] {
 			out = append(out, n)
 		}
+	}
+	if l.noValidate {
+		out = append(out, noValidateLever)
 	}
 	return slices.Clip(out)
 }

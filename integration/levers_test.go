@@ -15,6 +15,9 @@ func TestParseLevers(t *testing.T) {
 		{"none", nil},
 		{"sync-first", []string{"sync-first"}},
 		{"tar-exclude, sync-first", []string{"sync-first", "tar-exclude"}},
+		// no-validate is never the install's: only when named.
+		{"all,no-validate", append(slices.Clone(leverNames), "no-validate")},
+		{"no-validate", []string{"no-validate"}},
 	} {
 		l, err := parseLevers(tc.in)
 		if err != nil || !slices.Equal(l.names(), tc.want) {
