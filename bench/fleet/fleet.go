@@ -285,6 +285,9 @@ func Render(r Report, chart string) string {
 	}
 	if len(r.Levers) > 0 {
 		p("The install's levers on: %s (docs/argocd.md). ", strings.Join(r.Levers, ", "))
+		if slices.Contains(r.Levers, "no-validate") {
+			p("no-validate is not the install's: every feed's Applications had Argo CD's `Validate=false` sync option, which skips kubectl's schema check and strict field validation. ")
+		}
 	} else {
 		p("None of the install's levers on. ")
 	}

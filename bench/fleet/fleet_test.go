@@ -64,10 +64,12 @@ func TestRender(t *testing.T) {
 }
 
 // An interleaved race says how it ran, and how much of each feed's burst
-// went to comparing the other feeds' idle apps.
+// went to comparing the other feeds' idle apps; a race with no-validate
+// says it wasn't the install's.
 func TestRenderInterleaved(t *testing.T) {
 	r := sampleReport()
 	r.Interleaved = true
+	r.Levers = append(r.Levers, "no-validate")
 	for i, idle := range [][]int{{300, 100, 200}, {50}, {400, 600, 500}} {
 		for j := range r.Feeds[i].Bursts {
 			r.Feeds[i].Bursts[j].IdleReconciles = idle[j]
@@ -77,6 +79,7 @@ func TestRenderInterleaved(t *testing.T) {
 	for _, want := range []string{
 		"in an order rotated by one each round",
 		"deployed again alone for its stream",
+		"no-validate is not the install's",
 		"(median): git monorepo 200, git monorepo, manifest-generate-paths 50, bucketops 500.",
 	} {
 		if !strings.Contains(out, want) {
@@ -134,6 +137,13 @@ func TestReadmeIsTheReportsFigures(t *testing.T) {
 		if !strings.Contains(section, fig) {
 			t.Errorf("the section lacks %q, which the README states:\n%s", fig, section)
 		}
+	}
+	// A burst bucketops lost says so, not "0.9× as soon".
+	slow := sampleReport()
+	slow.Feeds[0].Bursts = []Burst{{Live: 100 * time.Second}}
+	slow.Feeds[2].Bursts = []Burst{{Live: 108 * time.Second}}
+	if out := Readme(slow, "x"); !strings.Contains(out, "went live in 1.8 min with bucketops against 1.7 min for a git monorepo (**8% later**;") {
+		t.Errorf("a lost burst, as the README tells it:\n%s", out)
 	}
 	if Readme(Report{Feeds: []Feed{{Name: Bucket}}}, "x") != "" {
 		t.Error("a run without both feeds' bursts gave a README paragraph")
