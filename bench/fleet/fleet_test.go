@@ -138,6 +138,12 @@ func TestReadmeIsTheReportsFigures(t *testing.T) {
 			t.Errorf("the section lacks %q, which the README states:\n%s", fig, section)
 		}
 	}
+	// With the paths monorepo's stream, its latency is stated beside the
+	// plain monorepo's.
+	r.Feeds[1].Stream = &Stream{Releases: 2, Latencies: []time.Duration{4 * time.Second, 5 * time.Second}, Cost: cost(2, 1, 1, 1, 1, GitPaths)}
+	if out := Readme(r, "x"); !strings.Contains(out, "against 1.0 min (4.0 s with `manifest-generate-paths`), with") {
+		t.Errorf("the README paragraph lacks the paths monorepo's stream:\n%s", out)
+	}
 	// A burst bucketops lost says so, not "0.9× as soon".
 	slow := sampleReport()
 	slow.Feeds[0].Bursts = []Burst{{Live: 100 * time.Second}}
