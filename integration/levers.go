@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/bucketops/bucketops/bench/fleet"
 )
 
 // levers are what the install does so that a release costs Argo CD less
@@ -31,18 +33,16 @@ type levers struct {
 	noValidate bool
 }
 
-// leverNames are the install's levers; noValidateLever is named apart.
+// leverNames are the install's levers; fleet.NoValidate is named apart.
 var leverNames = []string{"sync-first", "basic-auth", "tar-exclude", "template"}
 
-const noValidateLever = "no-validate"
-
-// parseLevers reads BENCH_ARGOCD_LEVERS: "", "all", "none", or names from
-// leverNames separated by commas.
+// parseLevers reads BENCH_ARGOCD_LEVERS: "none", or names separated by
+// commas, each "all" (the install's levers, also what "" means), one of
+// leverNames, or fleet.NoValidate.
 func parseLevers(v string) (levers, error) {
-	v = strings.TrimSpace(v)
-	switch v {
-	case "", "all":
-		return levers{syncFirst: true, basicAuth: true, tarExclude: true, template: true}, nil
+	switch v = strings.TrimSpace(v); v {
+	case "":
+		v = "all"
 	case "none":
 		return levers{}, nil
 	}
@@ -51,7 +51,7 @@ func parseLevers(v string) (levers, error) {
 		switch strings.TrimSpace(name) {
 		case "all":
 			l.syncFirst, l.basicAuth, l.tarExclude, l.template = true, true, true, true
-		case noValidateLever:
+		case fleet.NoValidate:
 			l.noValidate = true
 		case "sync-first":
 			l.syncFirst = true
@@ -62,7 +62,7 @@ func parseLevers(v string) (levers, error) {
 		case "template":
 			l.template = true
 		default:
-			return levers{}, fmt.Errorf("BENCH_ARGOCD_LEVERS: %q is not a lever; use all, none or some of %s,%s", name, strings.Join(leverNames, ","), noValidateLever)
+			return levers{}, fmt.Errorf("BENCH_ARGOCD_LEVERS: %q is not a lever; use all, none or some of %s,%s", name, strings.Join(leverNames, ","), fleet.NoValidate)
 		}
 	}
 	return l, nil
@@ -78,7 +78,7 @@ func (l levers) names() []string {
 		}
 	}
 	if l.noValidate {
-		out = append(out, noValidateLever)
+		out = append(out, fleet.NoValidate)
 	}
 	return slices.Clip(out)
 }

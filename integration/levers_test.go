@@ -18,6 +18,7 @@ func TestParseLevers(t *testing.T) {
 		// no-validate is never the install's: only when named.
 		{"all,no-validate", append(slices.Clone(leverNames), "no-validate")},
 		{"no-validate", []string{"no-validate"}},
+		{"sync-first,all", leverNames},
 	} {
 		l, err := parseLevers(tc.in)
 		if err != nil || !slices.Equal(l.names(), tc.want) {

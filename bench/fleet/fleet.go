@@ -85,7 +85,8 @@ type Report struct {
 	ArgoCD         string `json:"argocd"`
 	Reconciliation string `json:"reconciliation"`
 	// Levers are those of the install on in the run (the e2e harness's
-	// names: sync-first, basic-auth, tar-exclude, template).
+	// names: sync-first, basic-auth, tar-exclude, template), and
+	// NoValidate when the run set it.
 	Levers []string `json:"levers"`
 	Feeds  []Feed   `json:"feeds"`
 	// Interleaved races run the feeds' bursts in rounds on one stack,
@@ -94,6 +95,10 @@ type Report struct {
 	// ran each feed's bursts and stream in turn.
 	Interleaved bool `json:"interleaved,omitempty"`
 }
+
+// NoValidate is the lever that is never the install's: Argo CD's
+// Validate=false sync option on every feed's Applications.
+const NoValidate = "no-validate"
 
 // Process names the race reports CPU for, in the order it reports them;
 // others follow in name order.
@@ -283,13 +288,14 @@ func Render(r Report, chart string) string {
 	} else {
 		p("The feeds ran in turn, each its bursts then its stream. ")
 	}
-	if len(r.Levers) > 0 {
-		p("The install's levers on: %s (docs/argocd.md). ", strings.Join(r.Levers, ", "))
-		if slices.Contains(r.Levers, "no-validate") {
-			p("no-validate is not the install's: every feed's Applications had Argo CD's `Validate=false` sync option, which skips kubectl's schema check and strict field validation. ")
-		}
+	install := slices.DeleteFunc(slices.Clone(r.Levers), func(l string) bool { return l == NoValidate })
+	if len(install) > 0 {
+		p("The install's levers on: %s (docs/argocd.md). ", strings.Join(install, ", "))
 	} else {
 		p("None of the install's levers on. ")
+	}
+	if len(install) < len(r.Levers) {
+		p("Besides the install, every feed's Applications had Argo CD's `Validate=false` sync option (%s), which skips kubectl's schema check and strict field validation. ", NoValidate)
 	}
 	p("\n\n")
 	p("- **%s**: one directory per app in one repository served over smart HTTP by the real `git http-backend` (behind `net/http/cgi`, a process of its own), an ApplicationSet with a git directory generator, and Argo CD's GitHub push webhook (`/api/webhook`) posted after every push;\n", Git)

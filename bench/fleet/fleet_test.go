@@ -31,13 +31,24 @@ func sampleReport() Report {
 	}
 }
 
+// contains reports each of wants that text lacks, with msg, a format of
+// the missing string, and the text.
+func contains(t *testing.T, text, msg string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(text, want) {
+			t.Errorf(msg+":\n%s", want, text)
+		}
+	}
+}
+
 func TestRender(t *testing.T) {
 	r := sampleReport()
 	if got := r.Ratios()[Git]; got < 6.66 || got > 6.67 {
 		t.Errorf("ratio against git %.3f, want 100 s / 15 s (medians)", got)
 	}
 	out := Render(r, "bench-argocd.svg")
-	for _, want := range []string{
+	contains(t, out, "the section lacks %q",
 		"real Argo CD v3.6.2", "every 120s", "levers on: sync-first, basic-auth",
 		"The feeds ran in turn",      // the sample predates interleaving
 		"| git monorepo | 1.7 min |", // median of 90, 100, 300 s
@@ -53,11 +64,7 @@ func TestRender(t *testing.T) {
 		"**0.36×**: met",
 		"**5.3×** as soon (15.0 s against 1.3 min), at **0.33×** its Argo CD + server CPU, 1.00 generations per app: met",
 		"![fleet race](bench-argocd.svg)",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the section lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	if Render(r, "x.svg") != Render(r, "x.svg") || string(Chart(r)) != string(Chart(r)) {
 		t.Error("rendering is not deterministic")
 	}
@@ -69,23 +76,19 @@ func TestRender(t *testing.T) {
 func TestRenderInterleaved(t *testing.T) {
 	r := sampleReport()
 	r.Interleaved = true
-	r.Levers = append(r.Levers, "no-validate")
+	r.Levers = append(r.Levers, NoValidate)
 	for i, idle := range [][]int{{300, 100, 200}, {50}, {400, 600, 500}} {
 		for j := range r.Feeds[i].Bursts {
 			r.Feeds[i].Bursts[j].IdleReconciles = idle[j]
 		}
 	}
 	out := Render(r, "bench-argocd.svg")
-	for _, want := range []string{
+	contains(t, out, "the section lacks %q",
 		"in an order rotated by one each round",
 		"deployed again alone for its stream",
-		"no-validate is not the install's",
+		"levers on: sync-first, basic-auth (docs/argocd.md). Besides the install, every feed's Applications had Argo CD's `Validate=false`",
 		"(median): git monorepo 200, git monorepo, manifest-generate-paths 50, bucketops 500.",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the section lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	if strings.Contains(out, "The feeds ran in turn") {
 		t.Error("an interleaved race described as run in turn")
 	}
@@ -122,22 +125,14 @@ func TestReadmeIsTheReportsFigures(t *testing.T) {
 	r.Feeds[0].Stream = &Stream{Releases: 2, Latencies: []time.Duration{time.Minute, 2 * time.Minute}, Cost: cost(12, 1, 1, 1, 5, Git)}
 	out := Readme(r, "docs/benchmarks.md#fleet")
 	section := Render(r, "x.svg")
-	for _, want := range []string{
+	contains(t, out, "the README paragraph lacks %q",
 		"real Argo CD v3.6.2 with a fleet of 200 apps (2026-12-04, one 2-core machine, [`make bench-argocd`](docs/benchmarks.md#fleet))",
 		"went live in 15.0 s with bucketops against 1.7 min for a git monorepo (**6.7×** as soon; 1.3 min with `manifest-generate-paths`, median of 3)",
 		"took 3.0 s from publish to Synced at the median with bucketops against 1.0 min",
 		"**1.0 manifest generations per release** against 6.0, and 0.40 CPU seconds of Argo CD and the bridge per release against 1.50 of Argo CD and the git server",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the README paragraph lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	// The figures are the section's: the same medians and ratio.
-	for _, fig := range []string{"| bucketops | 15.0 s |", "| git monorepo | 1.7 min |", "| git monorepo, manifest-generate-paths | 1.3 min |"} {
-		if !strings.Contains(section, fig) {
-			t.Errorf("the section lacks %q, which the README states:\n%s", fig, section)
-		}
-	}
+	contains(t, section, "the section lacks %q, which the README states", "| bucketops | 15.0 s |", "| git monorepo | 1.7 min |", "| git monorepo, manifest-generate-paths | 1.3 min |")
 	// With the paths monorepo's stream, its latency is stated beside the
 	// plain monorepo's.
 	r.Feeds[1].Stream = &Stream{Releases: 2, Latencies: []time.Duration{4 * time.Second, 5 * time.Second}, Cost: cost(2, 1, 1, 1, 1, GitPaths)}
@@ -174,12 +169,8 @@ func TestRenderLevers(t *testing.T) {
 	one.Levers = []string{"sync-first"}
 	one.Feeds[2].Bursts = []Burst{{Live: 5 * time.Second, Cost: cost(200, 5, 2, 1, 1, Bucket)}}
 	out := RenderLevers([]Report{none, one})
-	for _, want := range []string{
+	contains(t, out, "the levers table lacks %q",
 		"| none | 15.0 s | 1.00 | 0.150 | 0 (0) | 3.0 s | 12.0 s | 1.00 | 0.400 |",
 		"| sync-first | 5.0 s | 1.00 | 0.040 |",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the levers table lacks %q:\n%s", want, out)
-		}
-	}
+	)
 }

@@ -42,15 +42,15 @@ func Readme(r Report, docLink string) string {
 		}
 		bg, bc := per(s, Bucket)
 		gg, gc := per(g, Git)
+		ps := paths.streamOrNil()
 		p("One release a second for %s took %s from publish to Synced at the median with bucketops against %s", r.Stream, fmtDur(Percentile(s.Latencies, 50)), fmtDur(Percentile(g.Latencies, 50)))
 		// The monorepo's better configuration is named too, lest the
 		// paragraph compare with the weaker one only.
-		if ps := paths.streamOrNil(); ps != nil {
+		if ps != nil {
 			p(" (%s with `manifest-generate-paths`)", fmtDur(Percentile(ps.Latencies, 50)))
 		}
-		p(", ")
-		p("with **%.1f manifest generations per release** against %.1f", bg, gg)
-		if ps := paths.streamOrNil(); ps != nil {
+		p(", with **%.1f manifest generations per release** against %.1f", bg, gg)
+		if ps != nil {
 			pg, _ := per(ps, GitPaths)
 			p(" (%.1f with `manifest-generate-paths`)", pg)
 		}
