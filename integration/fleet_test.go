@@ -431,15 +431,8 @@ func (f *gitFeed) teardown(t *testing.T) {
 // has taken up ("Received push event", logged by v2.14 and v3.x as they
 // start handling one; the handling takes milliseconds).
 func webhooksHandled() int {
-	st.mu.Lock()
-	list := slices.Clone(st.list)
-	st.mu.Unlock()
 	n := 0
-	for _, p := range list {
-		if p.name != "argocd-server" {
-			continue
-		}
-		data, _ := os.ReadFile(p.log)
+	for _, data := range processLogs("argocd-server") {
 		n += bytes.Count(data, []byte("Received push event"))
 	}
 	return n
@@ -627,13 +620,33 @@ func runBurst(t *testing.T, f feed, others []feed, size fleetSize, id string) fl
 }
 
 // reconcilesOf is the application controller's reconciliations so far of
-// feeds' Applications.
+// feeds' Applications, read in one pass over its log.
 func reconcilesOf(feeds []feed) int {
 	n := 0
-	for _, f := range feeds {
-		n += measureCost(f).reconciles
+	for _, data := range processLogs("argocd-application-controller") {
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if slices.ContainsFunc(feeds, func(f feed) bool { return isReconcile(line, f.appPrefix()) }) {
+				n++
+			}
+		}
 	}
 	return n
+}
+
+// processLogs reads the logs of the stack's running processes called
+// name; a log that can't be read counts as empty.
+func processLogs(name string) [][]byte {
+	st.mu.Lock()
+	list := slices.Clone(st.list)
+	st.mu.Unlock()
+	var out [][]byte
+	for _, p := range list {
+		if p.name == name && !p.exited() {
+			data, _ := os.ReadFile(p.log)
+			out = append(out, data)
+		}
+	}
+	return out
 }
 
 func runStream(t *testing.T, f feed, size fleetSize) fleet.Stream {
