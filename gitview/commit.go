@@ -309,3 +309,15 @@ func Chain(loc store.Location, releases []store.Release) ([]string, error) {
 	}
 	return out, nil
 }
+
+// ShortSHA is the shortest prefix of sha, n hex digits or more, that
+// names a commit wherever a release is named: with a letter among its
+// digits, since the CLI and the auditors' release URLs read digits alone
+// as a generation. A SHA with no letter at all is returned whole.
+func ShortSHA(sha string, n int) string {
+	i := strings.IndexAny(sha, "abcdef")
+	if i < 0 {
+		return sha
+	}
+	return sha[:min(len(sha), max(n, i+1))]
+}

@@ -86,3 +86,20 @@ func TestAHistoryMixingFormatsKeepsTheOldSHAs(t *testing.T) {
 		t.Errorf("format 3 gives commit %s, want format 2's %s", again[5], got[5])
 	}
 }
+
+func TestShortSHA(t *testing.T) {
+	for _, tc := range []struct {
+		sha  string
+		n    int
+		want string
+	}{
+		{"1551797a2b", 7, "1551797a"}, // digits alone would read as a generation
+		{"abc1234567", 7, "abc1234"},
+		{"12345678901", 7, "12345678901"}, // no letter: whole
+		{"1234567890abcdef", 12, "1234567890ab"},
+	} {
+		if got := gitview.ShortSHA(tc.sha, tc.n); got != tc.want {
+			t.Errorf("ShortSHA(%q, %d) = %q, want %q", tc.sha, tc.n, got, tc.want)
+		}
+	}
+}

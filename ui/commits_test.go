@@ -36,7 +36,7 @@ func TestReleasesByCommit(t *testing.T) {
 
 	for _, path := range []string{
 		"/ui/apps/prod/api/-/releases/" + sha,
-		"/ui/apps/prod/api/-/releases/" + sha[:7],
+		"/ui/apps/prod/api/-/releases/" + gitview.ShortSHA(sha, 7), // digits alone name a generation
 		"/ui/apps/prod/api/-/releases?q=" + sha[:10],
 		"/ui/apps/prod/api/-/releases?q=" + url.QueryEscape(rel.Digest),
 		"/ui/apps/prod/api/-/releases?q=" + strings.TrimPrefix(rel.Digest, "sha256:")[:12],

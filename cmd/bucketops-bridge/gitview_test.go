@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/bucketops/bucketops/gitview"
 )
 
 // A user clones an app's git view from the bridge with the reader token,
@@ -102,11 +104,11 @@ func TestGitViewThroughTheBridge(t *testing.T) {
 	}
 
 	// Roll back to the first release by its commit.
-	b.bucketops(t, "", "rollback", "prod/web", "--to", log[2][:12])
+	b.bucketops(t, "", "rollback", "prod/web", "--to", gitview.ShortSHA(log[2], 12))
 	if err := json.Unmarshal([]byte(b.bucketops(t, "", "log", "prod/web", "-o", "json")), &entries); err != nil {
 		t.Fatal(err)
 	}
 	if entries[0].Digest != entries[3].Digest {
-		t.Errorf("after rollback --to %s the head's digest is %s, want the first release's %s", log[2][:12], entries[0].Digest, entries[3].Digest)
+		t.Errorf("after rollback --to %s the head's digest is %s, want the first release's %s", gitview.ShortSHA(log[2], 12), entries[0].Digest, entries[3].Digest)
 	}
 }

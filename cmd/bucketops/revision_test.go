@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/bucketops/bucketops/gitview"
 )
 
 // TestReleasesByCommit: the commit SHA bucketops log prints first (and
@@ -22,25 +24,25 @@ func TestReleasesByCommit(t *testing.T) {
 		t.Fatalf("log's commit %q", first)
 	}
 
-	for _, rev := range []string{first, first[:7], first[:12]} {
+	for _, rev := range []string{first, gitview.ShortSHA(first, 7), gitview.ShortSHA(first, 12)} {
 		out := bucketops(t, "", "show", "prod/web@"+rev, "--raw").must(t).stdout
 		if !strings.Contains(out, `value: "1"`) {
 			t.Errorf("show prod/web@%s: %q, want the first release", rev, out)
 		}
 	}
-	out := bucketops(t, "", "diff", "prod/web@"+first[:9], "prod/web@"+second, "-o", "json").must(t).stdout
+	out := bucketops(t, "", "diff", "prod/web@"+gitview.ShortSHA(first, 9), "prod/web@"+second, "-o", "json").must(t).stdout
 	d := decode[map[string]any](t, out)
 	if d["from"] != "prod/web@"+itoa(gen1) || len(d["changes"].([]any)) != 1 {
 		t.Errorf("diff by commits: %s", out)
 	}
-	bucketops(t, "", "promote", "prod/web@"+first[:8], "staging/web").must(t)
+	bucketops(t, "", "promote", "prod/web@"+gitview.ShortSHA(first, 8), "staging/web").must(t)
 	if got := bucketops(t, "", "show", "staging/web", "--raw").must(t).stdout; !strings.Contains(got, `value: "1"`) {
 		t.Errorf("promote by commit copied %q", got)
 	}
 
 	key := filepath.Join(t.TempDir(), "ci")
 	bucketops(t, "", "keygen", "--out", key).must(t)
-	if r := bucketops(t, "", "verify", "prod/web@"+first[:7], "--key", key+".pub"); r.code != exitUnverified || !strings.Contains(r.stdout, itoa(gen1)) {
+	if r := bucketops(t, "", "verify", "prod/web@"+gitview.ShortSHA(first, 7), "--key", key+".pub"); r.code != exitUnverified || !strings.Contains(r.stdout, itoa(gen1)) {
 		t.Errorf("verify of an unsigned release by its commit: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
@@ -51,7 +53,7 @@ func TestReleasesByCommit(t *testing.T) {
 	if r := bucketops(t, "", "show", "prod/web@deadbeef"); r.code != exitFailure || !strings.Contains(r.stderr, "no release of prod/web is that commit") {
 		t.Errorf("an unknown commit: exit %d, %s", r.code, r.stderr)
 	}
-	if r := bucketops(t, "", "verify", "prod/web@"+first[:7], "--chain", "--key", "x.pub"); r.code != exitInvalid {
+	if r := bucketops(t, "", "verify", "prod/web@"+gitview.ShortSHA(first, 7), "--chain", "--key", "x.pub"); r.code != exitInvalid {
 		t.Errorf("verify --chain with a commit: exit %d, %s", r.code, r.stderr)
 	}
 }
