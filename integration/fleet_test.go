@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bucketops/bucketops/appset"
 	"github.com/bucketops/bucketops/bench/fleet"
 )
 
@@ -244,6 +245,7 @@ func (f *bucketopsFeed) setup(t *testing.T, size fleetSize) {
         input:
           parameters:
             prefix: bench
+            repository: `+map[bool]string{false: appset.RepositoryApp, true: appset.RepositoryFleet}[stackLevers.fleetRepo]+`
 `+template("bench-bucketops", param("name"), `        repoURL: `+param("repoURL")+`
         targetRevision: `+param("targetRevision")+`
         path: `+param("path")+`
