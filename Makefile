@@ -93,7 +93,7 @@ bench-argocd: e2e-deps
 # feed only (200 apps, 1 burst, a 1-minute stream unless BENCH_ARGOCD_*
 # say otherwise), each step one more lever on; rewrites the
 # bench-argocd-levers section of docs/benchmarks.md. About 15 minutes a step.
-BENCH_ARGOCD_LEVER_STEPS ?= none sync-first sync-first,basic-auth sync-first,basic-auth,tar-exclude sync-first,basic-auth,tar-exclude,template all
+BENCH_ARGOCD_LEVER_STEPS ?= none sync-first sync-first,basic-auth sync-first,basic-auth,tar-exclude all
 bench-argocd-levers: e2e-deps
 	@mkdir -p $(BIN)
 	@n=0; reports=; for step in $(BENCH_ARGOCD_LEVER_STEPS); do \

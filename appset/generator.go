@@ -12,9 +12,7 @@
 //     for every app of the bucket);
 //   - selector (string, optional): a Kubernetes label selector
 //     ("team=payments,tier in (gold,silver)") over the labels each app's
-//     head release was published with (bucketops push --label);
-//   - repository (string, optional): "app" (the default) or "fleet", which
-//     git view repository the Applications read (below).
+//     head release was published with (bucketops push --label).
 //
 // Any other parameter, or one that isn't a string, is refused (400): a
 // typo must not silently widen or narrow a fleet. The answer is
@@ -26,13 +24,9 @@
 //   - app: the app's path, prod/payments;
 //   - name: an Application name derived from app by Name (stable, unique,
 //     valid as a Kubernetes name and label value);
-//   - repoURL, targetRevision and path ("."): the Application's source,
-//     following the app's newest release in the bridge's git view: the
-//     app's own repository (…/git/APP.git) and "main", or with the
-//     parameter repository: "fleet" the prefix's fleet repository
-//     (…/git/PREFIX/-/fleet.git) and the app's branch in it (APP/-), which
-//     lets Argo CD fetch the whole fleet's new releases at once (package
-//     gitview); the plugin is "bucketops";
+//   - repoURL, targetRevision ("main") and path ("."): the Application's
+//     source, the bridge's git view of the app, following its newest
+//     release; the plugin is "bucketops";
 //   - generation: the head's generation, as a string (it exceeds what a
 //     JSON number holds exactly);
 //   - labels: the head's labels, an object (empty when it has none);
@@ -60,7 +54,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/bucketops/bucketops/gitview"
 	"github.com/bucketops/bucketops/store"
 )
 
@@ -131,24 +124,14 @@ type Entry struct {
 type Query struct {
 	Prefix   string
 	Selector labels.Selector
-	// Fleet: the Applications read the prefix's fleet repository (one
-	// branch per app) instead of each app's own repository.
-	Fleet bool
 }
-
-// Repository parameter values: each app's own git view repository, or
-// the prefix's fleet repository.
-const (
-	RepositoryApp   = "app"
-	RepositoryFleet = "fleet"
-)
 
 // ParseParameters checks a request's parameters.
 func ParseParameters(params map[string]json.RawMessage) (Query, error) {
 	q := Query{Selector: labels.Everything()}
 	for _, k := range slices.Sorted(maps.Keys(params)) {
-		if k != "prefix" && k != "selector" && k != "repository" {
-			return Query{}, fmt.Errorf("unknown parameter %q: the bucketops generator takes prefix, selector and repository", k)
+		if k != "prefix" && k != "selector" {
+			return Query{}, fmt.Errorf("unknown parameter %q: the bucketops generator takes prefix and selector", k)
 		}
 	}
 	str := func(k string) (string, bool, error) {
@@ -181,15 +164,6 @@ func ParseParameters(params map[string]json.RawMessage) (Query, error) {
 		if q.Selector, err = labels.Parse(sel); err != nil {
 			return Query{}, fmt.Errorf("parameter selector %q: %w", truncate(sel), err)
 		}
-	}
-	repo, _, err := str("repository")
-	switch {
-	case err != nil:
-		return Query{}, err
-	case repo == RepositoryFleet:
-		q.Fleet = true
-	case repo != "" && repo != RepositoryApp:
-		return Query{}, fmt.Errorf("parameter repository is %q: %q (the default) gives each Application its app's own git view repository, %q the prefix's fleet repository", truncate(repo), RepositoryApp, RepositoryFleet)
 	}
 	return q, nil
 }
@@ -251,15 +225,11 @@ func (g *Generator) Generate(ctx context.Context, q Query, gitURL string) ([]Ent
 		if l == nil {
 			l = map[string]string{}
 		}
-		repoURL, revision := gitURL+"/"+h.App+".git", "main"
-		if q.Fleet {
-			repoURL, revision = gitview.FleetURL(gitURL, q.Prefix), gitview.FleetRevision(h.App)
-		}
 		entries = append(entries, Entry{
 			App:            h.App,
 			Name:           Name(h.App),
-			RepoURL:        repoURL,
-			TargetRevision: revision,
+			RepoURL:        gitURL + "/" + h.App + ".git",
+			TargetRevision: "main",
 			Path:           ".",
 			Generation:     strconv.FormatInt(h.Generation, 10),
 			Labels:         l,

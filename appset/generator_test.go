@@ -103,20 +103,6 @@ func TestGeneratorListsLiveAppsUnderThePrefix(t *testing.T) {
 		t.Errorf("entry\n%v\nwant\n%v", p, want)
 	}
 
-	// The fleet repository: the prefix's, and the app's branch in it.
-	resp, err = list(map[string]any{"prefix": "prod", "repository": "fleet"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p = resp.Output.Parameters[0]
-	if p["repoURL"] != srv.URL+"/git/prod/-/fleet.git" || p["targetRevision"] != "prod/payments/-" || p["app"] != "prod/payments" || p["path"] != "." {
-		t.Errorf("fleet entry: %v", p)
-	}
-	resp, err = list(map[string]any{"prefix": "", "repository": "app"})
-	if err != nil || resp.Output.Parameters[0]["repoURL"] != srv.URL+"/git/prod/payments.git" {
-		t.Errorf("repository app: %v %v", resp, err)
-	}
-
 	for _, tc := range []struct {
 		params map[string]any
 		want   string
@@ -174,8 +160,6 @@ func TestGeneratorRefusesBadParameters(t *testing.T) {
 		{map[string]any{"prefix": "../etc"}, "parameter prefix"},
 		{map[string]any{"prefix": "prod", "selector": "team in ("}, `parameter selector "team in ("`},
 		{map[string]any{"prefix": "prod", "selector": map[string]any{"team": "web"}}, "parameter selector is"},
-		{map[string]any{"prefix": "prod", "repository": "monorepo"}, `parameter repository is "monorepo"`},
-		{map[string]any{"prefix": "prod", "repository": true}, "parameter repository is true, want a string"},
 	} {
 		_, err := list(tc.params)
 		if err == nil || !strings.Contains(err.Error(), "status code 400") || !strings.Contains(err.Error(), tc.want) {

@@ -8,7 +8,6 @@ import (
 	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/bucketops/bucketops/gitview"
 	"github.com/bucketops/bucketops/store"
 )
 
@@ -17,10 +16,9 @@ const PluginName = "bucketops"
 
 // AppOf returns the bucketops app an Application's plugin source names:
 // the plugin parameter app, else the plugin env entry BUCKETOPS_APP, else
-// the app of the bridge's git view its repoURL points at (…/git/APP.git),
-// or in the fleet repository (…/git/-/fleet.git) the app whose branch its
-// targetRevision is (APP/-). An Application may have one source or
-// several; the first bucketops source counts.
+// the app of the bridge's git view its repoURL points at (…/git/APP.git).
+// An Application may have one source or several; the first bucketops source
+// counts.
 func AppOf(a *v1alpha1.Application) (string, bool) {
 	s := bucketopsSource(a)
 	if s == nil {
@@ -35,9 +33,6 @@ func AppOf(a *v1alpha1.Application) (string, bool) {
 		if e != nil && e.Name == "BUCKETOPS_APP" && e.Value != "" {
 			return e.Value, true
 		}
-	}
-	if gitview.IsFleetURL(s.RepoURL) {
-		return gitview.FleetApp(s.TargetRevision)
 	}
 	return GitViewApp(s.RepoURL)
 }

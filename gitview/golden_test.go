@@ -103,10 +103,6 @@ func (g *growing) Head(_ context.Context, app string) (store.Release, error) {
 	return g.all[g.visible-1], nil
 }
 
-func (g *growing) List(context.Context, string) ([]store.Release, error) {
-	return []store.Release{g.all[g.visible-1]}, nil
-}
-
 func (g *growing) History(_ context.Context, app string, _ store.HistoryOptions) ([]store.Release, error) {
 	out := make([]store.Release, g.visible)
 	for i := range g.visible {

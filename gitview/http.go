@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -41,8 +42,7 @@ const readOnly = "this repository is a read-only view of the bucket's releases; 
 
 // Handler serves the smart HTTP protocol (v0, stateless RPC), read-only,
 // for paths relative to where it is mounted: /{app}.git/info/refs and
-// /{app}.git/git-upload-pack, and the same under the fleet repositories'
-// /-/fleet.git and /{prefix}/-/fleet.git. Authentication is the caller's.
+// /{app}.git/git-upload-pack. Authentication is the caller's.
 func (v *View) Handler() http.Handler {
 	return http.HandlerFunc(v.serveHTTP)
 }
@@ -62,40 +62,26 @@ func (v *View) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if action == "" {
-		http.Error(w, "no such path: a repository is /git/APP.git, or /git/-/fleet.git for every app, served by the smart HTTP protocol (git clone URL)", http.StatusNotFound)
+		http.Error(w, "no such path: a repository is /git/APP.git, served by the smart HTTP protocol (git clone URL)", http.StatusNotFound)
 		return
 	}
-	prefix, fleet := fleetPrefix(app)
-	if fleet {
-		if err := store.ValidatePrefix(prefix); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-	} else if err := store.ValidateApp(app); err != nil {
+	if err := store.ValidateApp(app); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	switch {
 	case action == "git-receive-pack" || r.URL.Query().Get("service") == "git-receive-pack":
 		http.Error(w, readOnly, http.StatusForbidden)
-	case action == "info/refs" && r.Method == http.MethodGet && r.URL.Query().Get("service") == "git-upload-pack" && fleet:
-		v.advertiseFleet(w, r, prefix)
 	case action == "info/refs" && r.Method == http.MethodGet && r.URL.Query().Get("service") == "git-upload-pack":
 		v.advertise(w, r, app)
 	case action == "info/refs" && r.Method == http.MethodGet:
 		http.Error(w, "this server speaks git's smart HTTP protocol only; use git 1.6.6 or later", http.StatusForbidden)
-	case action == "git-upload-pack" && r.Method == http.MethodPost && fleet:
-		v.uploadPackFleet(w, r, prefix)
 	case action == "git-upload-pack" && r.Method == http.MethodPost:
 		v.uploadPack(w, r, app)
 	default:
 		http.Error(w, r.Method+" is not allowed here", http.StatusMethodNotAllowed)
 	}
 }
-
-// uploadPackCaps are the capabilities the view's upload-pack advertises.
-var uploadPackCaps = []capability.Capability{capability.MultiACKDetailed, capability.NoDone, capability.Sideband64k,
-	capability.OFSDelta, capability.Shallow, capability.AllowTipSHA1InWant, capability.AllowReachableSHA1InWant}
 
 // advertise answers GET info/refs?service=git-upload-pack: HEAD and main,
 // both at the newest release, read from the bucket's head.
@@ -110,7 +96,8 @@ func (v *View) advertise(w http.ResponseWriter, r *http.Request, app string) {
 	ar.Prefix = [][]byte{[]byte("# service=git-upload-pack"), pktline.Flush}
 	ar.Head = &head
 	ar.References[Branch] = head
-	for _, c := range uploadPackCaps {
+	for _, c := range []capability.Capability{capability.MultiACKDetailed, capability.NoDone, capability.Sideband64k,
+		capability.OFSDelta, capability.Shallow, capability.AllowTipSHA1InWant, capability.AllowReachableSHA1InWant} {
 		ar.Capabilities.Add(c)
 	}
 	ar.Capabilities.Add(capability.SymRef, "HEAD:"+Branch)
@@ -215,14 +202,35 @@ func parseRequest(r io.Reader) (*request, error) {
 	return req, nil
 }
 
-// uploadPack answers one POST git-upload-pack on app's repository: shallow
-// lines, the negotiation's ACKs and NAKs, and the pack when the client is
-// done or the server is ready (no-done). Its answers follow git's
-// upload-pack in stateless RPC mode; history being linear, the pack is the
-// commits after the newest one the client has, up to the newest it wants.
+// uploadPack answers one POST git-upload-pack: shallow lines, the
+// negotiation's ACKs and NAKs, and the pack when the client is done or the
+// server is ready (no-done). Its answers follow git's upload-pack in
+// stateless RPC mode; history being linear, the pack is the commits after
+// the newest one the client has, up to the newest it wants.
 func (v *View) uploadPack(w http.ResponseWriter, r *http.Request, app string) {
-	req, ok := readRequest(w, r)
-	if !ok {
+	body := io.Reader(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+	if r.Header.Get("Content-Encoding") == "gzip" {
+		gz, err := gzip.NewReader(body)
+		if err != nil {
+			http.Error(w, "the request body is not gzip: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		defer gz.Close()
+		// Capped again once inflated: a small gzip body of millions of
+		// lines is refused, not parsed.
+		body = http.MaxBytesReader(w, gz, maxRequestBytes)
+	}
+	req, err := parseRequest(bufio.NewReader(body))
+	var maxBytes *http.MaxBytesError
+	switch {
+	case errors.As(err, &maxBytes):
+		http.Error(w, fmt.Sprintf("upload-pack request refused: the body is over %d bytes, as sent or decompressed", maxRequestBytes), http.StatusBadRequest)
+		return
+	case errors.Is(err, errTooLarge):
+		http.Error(w, "upload-pack request refused: "+err.Error(), http.StatusBadRequest)
+		return
+	case err != nil:
+		http.Error(w, "malformed upload-pack request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	s, err := v.latest(r.Context(), app)
@@ -248,40 +256,9 @@ func (v *View) uploadPack(w http.ResponseWriter, r *http.Request, app string) {
 			return
 		}
 	}
-	if err := negotiate(w, out, snapshots{s}, req); err != nil {
+	if err := v.negotiate(r.Context(), w, out, s, req); err != nil {
 		v.log.Warn("git view: upload-pack failed", "app", app, "error", err)
 	}
-}
-
-// readRequest reads an upload-pack request's body, gzip-encoded or not,
-// within the caps; on an error it has answered 400.
-func readRequest(w http.ResponseWriter, r *http.Request) (*request, bool) {
-	body := io.Reader(http.MaxBytesReader(w, r.Body, maxRequestBytes))
-	if r.Header.Get("Content-Encoding") == "gzip" {
-		gz, err := gzip.NewReader(body)
-		if err != nil {
-			http.Error(w, "the request body is not gzip: "+err.Error(), http.StatusBadRequest)
-			return nil, false
-		}
-		defer gz.Close()
-		// Capped again once inflated: a small gzip body of millions of
-		// lines is refused, not parsed.
-		body = http.MaxBytesReader(w, gz, maxRequestBytes)
-	}
-	req, err := parseRequest(bufio.NewReader(body))
-	var maxBytes *http.MaxBytesError
-	switch {
-	case errors.As(err, &maxBytes):
-		http.Error(w, fmt.Sprintf("upload-pack request refused: the body is over %d bytes, as sent or decompressed", maxRequestBytes), http.StatusBadRequest)
-		return nil, false
-	case errors.Is(err, errTooLarge):
-		http.Error(w, "upload-pack request refused: "+err.Error(), http.StatusBadRequest)
-		return nil, false
-	case err != nil:
-		http.Error(w, "malformed upload-pack request: "+err.Error(), http.StatusBadRequest)
-		return nil, false
-	}
-	return req, true
 }
 
 func (s *snapshot) hasAll(hs []plumbing.Hash) bool {
@@ -293,54 +270,27 @@ func (s *snapshot) hasAll(hs []plumbing.Hash) bool {
 	return true
 }
 
-// snapshots are the histories one request reads: one app's for its
-// repository, every app's for the fleet repository. Each is linear, and
-// none shares a commit with another.
-type snapshots []*snapshot
-
-// find returns which history holds commit h, and where.
-func (ss snapshots) find(h plumbing.Hash) (si, i int, ok bool) {
-	for si, s := range ss {
-		if i, ok := s.find(h); ok {
-			return si, i, true
-		}
-	}
-	return 0, 0, false
-}
-
-// negotiate answers a request whose wants are all in ss. Each history
-// being linear, what the client has of one is the commits up to its
-// newest common one (from its shallow boundary if it is shallow), and the
-// server is ready once it knows a common commit in every history the
-// client wants from; a history with none is sent whole.
-func negotiate(w io.Writer, out *pktline.Encoder, ss snapshots, req *request) error {
-	n := len(ss)
-	newestWant, hasFrom, hasTo := make([]int, n), make([]int, n), make([]int, n)
-	for si := range ss {
-		newestWant[si], hasTo[si] = -1, -1
-	}
+func (v *View) negotiate(ctx context.Context, w io.Writer, out *pktline.Encoder, s *snapshot, req *request) error {
+	newestWant := -1
 	for _, h := range req.wants {
-		si, i, _ := ss.find(h)
-		newestWant[si] = max(newestWant[si], i)
+		i, _ := s.find(h)
+		newestWant = max(newestWant, i)
 	}
+	// What the client has: the commits up to its newest common one, from
+	// its shallow boundary if it is shallow.
+	hasFrom, hasTo := 0, -1
 	for _, h := range req.shallows {
-		if si, i, ok := ss.find(h); ok {
-			hasFrom[si] = max(hasFrom[si], i)
+		if i, ok := s.find(h); ok {
+			hasFrom = max(hasFrom, i)
 		}
 	}
-	from := make([]int, n)
 	if req.depth > 0 {
-		for si, s := range ss {
-			if newestWant[si] < 0 {
-				continue
-			}
-			from[si] = max(newestWant[si]-req.depth+1, 0)
-			if from[si] > 0 {
-				out.EncodeString("shallow " + s.entries[from[si]].commit.String() + "\n")
-			}
+		from := max(newestWant-req.depth+1, 0)
+		if from > 0 {
+			out.EncodeString("shallow " + s.entries[from].commit.String() + "\n")
 		}
 		for _, h := range req.shallows {
-			if si, i, ok := ss.find(h); ok && newestWant[si] >= 0 && i > from[si] {
+			if i, ok := s.find(h); ok && i > from {
 				out.EncodeString("unshallow " + h.String() + "\n")
 			}
 		}
@@ -358,21 +308,12 @@ func negotiate(w io.Writer, out *pktline.Encoder, ss snapshots, req *request) er
 	case req.caps.Supports(capability.MultiACK):
 		multiAck = 1
 	}
-	// covered: a common commit is known in every history wanted from.
-	covered := func() bool {
-		for si := range ss {
-			if newestWant[si] >= 0 && hasTo[si] < 0 {
-				return false
-			}
-		}
-		return true
-	}
 	var last plumbing.Hash
 	common := 0
 	ready := false
 	for _, h := range req.haves {
-		if si, i, ok := ss.find(h); ok {
-			hasTo[si] = max(hasTo[si], i)
+		if i, ok := s.find(h); ok {
+			hasTo = max(hasTo, i)
 			common++
 			last = h
 			switch multiAck {
@@ -387,7 +328,8 @@ func negotiate(w io.Writer, out *pktline.Encoder, ss snapshots, req *request) er
 			}
 			continue
 		}
-		if multiAck > 0 && common > 0 && covered() {
+		// Linear history: one common commit is enough to make a pack.
+		if multiAck > 0 && common > 0 {
 			ready = multiAck == 2
 			if ready {
 				out.EncodeString("ACK " + h.String() + " ready\n")
@@ -397,7 +339,7 @@ func negotiate(w io.Writer, out *pktline.Encoder, ss snapshots, req *request) er
 		}
 	}
 	if !req.done {
-		if multiAck == 2 && common > 0 && !ready && covered() {
+		if multiAck == 2 && common > 0 && !ready {
 			ready = true
 			out.EncodeString("ACK " + last.String() + " ready\n")
 		}
@@ -415,29 +357,22 @@ func negotiate(w io.Writer, out *pktline.Encoder, ss snapshots, req *request) er
 	} else {
 		out.EncodeString("NAK\n")
 	}
-	return sendPack(w, out, ss, req, from, newestWant, hasFrom, hasTo)
+	return v.pack(w, out, s, req, hasFrom, hasTo, newestWant)
 }
 
-// sendPack sends the objects of the commits the client wants and lacks:
-// in each history wanted from, those from from up to newestWant that are
-// not between the client's hasFrom and hasTo.
-func sendPack(w io.Writer, out *pktline.Encoder, ss snapshots, req *request, from, newestWant, hasFrom, hasTo []int) error {
-	var hashes []plumbing.Hash
-	store := ss[0].chain.objects
-	if len(ss) > 1 {
-		store = newObjects()
+// pack sends the objects of the commits the client wants and lacks.
+func (v *View) pack(w io.Writer, out *pktline.Encoder, s *snapshot, req *request, hasFrom, hasTo, newestWant int) error {
+	from := 0
+	if req.depth > 0 {
+		from = max(newestWant-req.depth+1, 0)
 	}
-	for si, s := range ss {
-		for i := from[si]; i <= newestWant[si]; i++ {
-			if i >= hasFrom[si] && i <= hasTo[si] {
-				continue
-			}
-			e := s.entries[i]
-			hashes = append(hashes, e.commit, e.tree, e.blob)
-			if len(ss) > 1 {
-				s.chain.objects.copyTo(store, e.commit, e.tree, e.blob)
-			}
+	var hashes []plumbing.Hash
+	for i := from; i <= newestWant; i++ {
+		if i >= hasFrom && i <= hasTo {
+			continue
 		}
+		e := s.entries[i]
+		hashes = append(hashes, e.commit, e.tree, e.blob)
 	}
 	dst := w
 	var mux *sideband.Muxer
@@ -450,7 +385,7 @@ func sendPack(w io.Writer, out *pktline.Encoder, ss snapshots, req *request, fro
 	if mux != nil {
 		dst = mux
 	}
-	if _, err := packfile.NewEncoder(dst, store, false).Encode(hashes, 0); err != nil {
+	if _, err := packfile.NewEncoder(dst, s.chain.objects, false).Encode(hashes, 0); err != nil {
 		if mux != nil {
 			mux.WriteChannel(sideband.ErrorMessage, []byte("pack: "+err.Error()))
 		}

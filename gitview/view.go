@@ -22,8 +22,6 @@ type Source interface {
 	Head(ctx context.Context, app string) (store.Release, error)
 	// History is newest first; an unknown app wraps store.ErrNotFound.
 	History(ctx context.Context, app string, opts store.HistoryOptions) ([]store.Release, error)
-	// List returns the head of every app under prefix ("": all).
-	List(ctx context.Context, prefix string) ([]store.Release, error)
 }
 
 // Config is the view's dependencies and limits.
@@ -340,19 +338,6 @@ func (o *objects) add(objs ...*plumbing.MemoryObject) {
 	defer o.mu.Unlock()
 	for _, obj := range objs {
 		o.m[obj.Hash()] = obj
-	}
-}
-
-// copyTo adds the objects hs of o to dst.
-func (o *objects) copyTo(dst *objects, hs ...plumbing.Hash) {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	dst.mu.Lock()
-	defer dst.mu.Unlock()
-	for _, h := range hs {
-		if obj, ok := o.m[h]; ok {
-			dst.m[h] = obj
-		}
 	}
 }
 

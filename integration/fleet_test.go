@@ -22,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bucketops/bucketops/appset"
 	"github.com/bucketops/bucketops/bench/fleet"
 )
 
@@ -245,7 +244,6 @@ func (f *bucketopsFeed) setup(t *testing.T, size fleetSize) {
         input:
           parameters:
             prefix: bench
-            repository: `+map[bool]string{false: appset.RepositoryApp, true: appset.RepositoryFleet}[stackLevers.fleetRepo]+`
 `+template("bench-bucketops", param("name"), `        repoURL: `+param("repoURL")+`
         targetRevision: `+param("targetRevision")+`
         path: `+param("path")+`

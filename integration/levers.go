@@ -27,10 +27,6 @@ type levers struct {
 	// template: the race's ApplicationSets render with Argo CD's plain
 	// templates (goTemplate: false) rather than Go templates.
 	template bool
-	// fleetRepo: bucketops' ApplicationSet gives its Applications the
-	// prefix's fleet repository (one clone, one fetch for every app's new
-	// releases) instead of each app's own git view repository.
-	fleetRepo bool
 	// noValidate: Argo CD's Validate=false sync option on every feed's
 	// Applications, so that kubectl skips its schema check before each
 	// apply (and the API server's strict field validation with it).
@@ -38,7 +34,7 @@ type levers struct {
 }
 
 // leverNames are the install's levers; fleet.NoValidate is named apart.
-var leverNames = []string{"sync-first", "basic-auth", "tar-exclude", "template", "fleet-repo"}
+var leverNames = []string{"sync-first", "basic-auth", "tar-exclude", "template"}
 
 // parseLevers reads BENCH_ARGOCD_LEVERS: "none", or names separated by
 // commas, each "all" (the install's levers, also what "" means), one of
@@ -54,7 +50,7 @@ func parseLevers(v string) (levers, error) {
 	for name := range strings.SplitSeq(v, ",") {
 		switch strings.TrimSpace(name) {
 		case "all":
-			l.syncFirst, l.basicAuth, l.tarExclude, l.template, l.fleetRepo = true, true, true, true, true
+			l.syncFirst, l.basicAuth, l.tarExclude, l.template = true, true, true, true
 		case fleet.NoValidate:
 			l.noValidate = true
 		case "sync-first":
@@ -65,8 +61,6 @@ func parseLevers(v string) (levers, error) {
 			l.tarExclude = true
 		case "template":
 			l.template = true
-		case "fleet-repo":
-			l.fleetRepo = true
 		default:
 			return levers{}, fmt.Errorf("BENCH_ARGOCD_LEVERS: %q is not a lever; use all, none or some of %s,%s", name, strings.Join(leverNames, ","), fleet.NoValidate)
 		}
@@ -76,7 +70,7 @@ func parseLevers(v string) (levers, error) {
 
 // names lists the levers on, in leverNames' order, then no-validate.
 func (l levers) names() []string {
-	on := []bool{l.syncFirst, l.basicAuth, l.tarExclude, l.template, l.fleetRepo}
+	on := []bool{l.syncFirst, l.basicAuth, l.tarExclude, l.template}
 	var out []string
 	for i, n := range leverNames {
 		if on[i] {
