@@ -51,7 +51,8 @@ func TestReleasesByCommit(t *testing.T) {
 		t.Errorf("the release page doesn't show its commit %s:\n%s", sha, page.body)
 	}
 	timeline := get(t, c, s.url+"/ui/apps/prod/api/-/releases?page=3")
-	if !strings.Contains(timeline.body, `title="`+sha+`"`) || !strings.Contains(timeline.body, `id="search"`) {
+	// The prefix shown is one the release URL reads back as a commit.
+	if !strings.Contains(timeline.body, `title="`+sha+`">`+gitview.ShortSHA(sha, 12)+`</code>`) || !strings.Contains(timeline.body, `id="search"`) {
 		t.Errorf("the timeline doesn't show build 5's commit %s or the search", sha)
 	}
 

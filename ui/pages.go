@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bucketops/bucketops/gitview"
 	"github.com/bucketops/bucketops/provenance"
 	"github.com/bucketops/bucketops/render"
 	"github.com/bucketops/bucketops/store"
@@ -41,6 +42,9 @@ var funcs = template.FuncMap{
 		return s
 	},
 	"orDash": func(s string) string { return cmp.Or(s, "-") },
+	// shortSHA: a commit as a release URL and the CLI read it back, with a
+	// letter among its digits.
+	"shortSHA": func(sha string) string { return gitview.ShortSHA(sha, 12) },
 	"seq": func(n uint64) string {
 		if n == 0 {
 			return "-"

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bucketops/bucketops/gitview"
 	"github.com/bucketops/bucketops/provenance"
 	"github.com/bucketops/bucketops/store"
 )
@@ -173,7 +174,9 @@ func (e *env) printReleases(rels []store.Release, commits map[int64]string, sigs
 			fmt.Fprintf(tw, "%s\t", r.App)
 		}
 		if commits != nil {
-			fmt.Fprintf(tw, "%.12s\t", commits[r.Generation])
+			// A prefix with a letter, which @COMMIT and --to read as a
+			// commit where digits alone would be a generation.
+			fmt.Fprintf(tw, "%s\t", gitview.ShortSHA(commits[r.Generation], 12))
 		}
 		seq := "-"
 		if r.Sequence != 0 {

@@ -24,6 +24,10 @@ func TestReleasesByCommit(t *testing.T) {
 		t.Fatalf("log's commit %q", first)
 	}
 
+	// The table shows a prefix that @COMMIT reads back as a commit.
+	if table := bucketops(t, "", "log", "prod/web").must(t).stdout; !strings.Contains(table, gitview.ShortSHA(first, 12)+" ") {
+		t.Errorf("log's table lacks the commit %s:\n%s", gitview.ShortSHA(first, 12), table)
+	}
 	for _, rev := range []string{first, gitview.ShortSHA(first, 7), gitview.ShortSHA(first, 12)} {
 		out := bucketops(t, "", "show", "prod/web@"+rev, "--raw").must(t).stdout
 		if !strings.Contains(out, `value: "1"`) {
