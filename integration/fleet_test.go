@@ -509,13 +509,7 @@ const ciProcess = "CI (publishing)"
 
 func measureCost(f feed) cost {
 	c := cost{cpu: map[string]float64{ciProcess: childrenCPUSeconds(os.Getpid())}}
-	st.mu.Lock()
-	list := slices.Clone(st.list)
-	st.mu.Unlock()
-	for _, p := range list {
-		if p.exited() {
-			continue
-		}
+	for _, p := range st.running() {
 		c.cpu[p.name] += cpuSeconds(p.cmd.Process.Pid)
 		var match func(string) bool
 		switch p.name {
@@ -636,12 +630,9 @@ func reconcilesOf(feeds []feed) int {
 // processLogs reads the logs of the stack's running processes called
 // name; a log that can't be read counts as empty.
 func processLogs(name string) [][]byte {
-	st.mu.Lock()
-	list := slices.Clone(st.list)
-	st.mu.Unlock()
 	var out [][]byte
-	for _, p := range list {
-		if p.name == name && !p.exited() {
+	for _, p := range st.running() {
+		if p.name == name {
 			data, _ := os.ReadFile(p.log)
 			out = append(out, data)
 		}

@@ -66,6 +66,19 @@ func (ps *procs) start(name, bin string, args []string, env []string, dir string
 	return p, nil
 }
 
+// running returns the processes started and not ended, in start order.
+func (ps *procs) running() []*proc {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	var out []*proc
+	for _, p := range ps.list {
+		if !p.exited() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // exited reports whether the process has ended.
 func (p *proc) exited() bool {
 	select {
