@@ -294,7 +294,7 @@ func Render(r Report, chart string) string {
 	} else {
 		p("None of the install's levers on. ")
 	}
-	if len(install) < len(r.Levers) {
+	if slices.Contains(r.Levers, NoValidate) {
 		p("Besides the install, every feed's Applications had Argo CD's `Validate=false` sync option (%s), which skips kubectl's schema check and strict field validation. ", NoValidate)
 	}
 	p("\n\n")
