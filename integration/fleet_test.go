@@ -107,14 +107,33 @@ func waitReleased(t *testing.T, f feed, apps []int, id string, timeout time.Dura
 		if err != nil {
 			return false, err.Error()
 		}
-		behind := 0
+		var behind []int
 		for _, i := range apps {
 			if got[appName(i)] != id {
-				behind++
+				behind = append(behind, i)
 			}
 		}
-		return behind == 0, fmt.Sprintf("%d of %d apps not at %s", behind, len(apps), id)
+		if len(behind) == 0 {
+			return true, ""
+		}
+		return false, fmt.Sprintf("%d of %d apps not at %s%s", len(behind), len(apps), id, describeApps(f, behind[:min(len(behind), 3)]))
 	})
+}
+
+// describeApps says where Argo CD left the Applications of apps, so that
+// a wait that fails names what held them.
+func describeApps(f feed, apps []int) string {
+	var b strings.Builder
+	for _, i := range apps {
+		name := f.appPrefix() + fmt.Sprintf("%03d", i)
+		a, err := st.kube.application(name)
+		if err != nil {
+			fmt.Fprintf(&b, "; %s: %v", name, err)
+			continue
+		}
+		fmt.Fprintf(&b, "; %s: %s", name, a)
+	}
+	return b.String()
 }
 
 func allApps(n int) []int {

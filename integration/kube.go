@@ -142,6 +142,20 @@ type application struct {
 	} `json:"status"`
 }
 
+// String is what a failure message says of an Application: its sync
+// status and revision, health, last operation and conditions.
+func (a application) String() string {
+	st := a.Status
+	out := fmt.Sprintf("sync %s at %.12s, health %s", st.Sync.Status, st.Sync.Revision, st.Health.Status)
+	if op := st.OperationState; op != nil {
+		out += fmt.Sprintf(", operation %s: %q", op.Phase, op.Message)
+	}
+	for _, c := range st.Conditions {
+		out += fmt.Sprintf(", %s: %q", c.Type, c.Message)
+	}
+	return out
+}
+
 func (k *kube) application(name string) (application, error) {
 	var a application
 	err := k.get("/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/"+name, &a)

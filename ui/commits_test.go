@@ -99,3 +99,54 @@ func TestSearchListsEveryMatch(t *testing.T) {
 		}
 	}
 }
+
+// TestReleaseURLOfDigitsAlone: a release URL ending in digits that name
+// no generation is read as a commit's prefix, as Argo CD's History shows
+// 7 digits of it (decimal alone for about 1 commit in 27), or else is
+// no release at all.
+func TestReleaseURLOfDigitsAlone(t *testing.T) {
+	st := storetest.New(t, true).Store(t, "")
+	var short, want string
+	seen := map[string]bool{}
+	for i := 0; short == "" && i < 400; i++ {
+		rel, err := render.AssembleStream("cm.yaml", strings.NewReader(fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  build: %q\n", fmt.Sprint(i))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Publish(t.Context(), "prod/web", store.Publication{Data: rel.Bytes, Resources: rel.Resources()}); err != nil {
+			t.Fatal(err)
+		}
+		if i%20 != 19 {
+			continue
+		}
+		hist, err := st.History(t.Context(), "prod/web", store.HistoryOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Reverse(hist)
+		shas, err := gitview.Chain(st.Location(), hist)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, sha := range shas {
+			seen[sha[:7]] = true
+			if strings.Trim(sha[:7], "0123456789") == "" {
+				short, want = sha[:7], fmt.Sprintf("/ui/apps/prod/web/-/releases/%d", hist[j].Generation)
+			}
+		}
+	}
+	if short == "" {
+		t.Fatal("no commit of 400 releases starts with 7 decimal digits")
+	}
+	s, c := servePages(t, st)
+	if a := get(t, c, s.url+"/ui/apps/prod/web/-/releases/"+short); a.status != 303 || a.header.Get("Location") != want {
+		t.Errorf("releases/%s: %d to %q, want a redirect to %s", short, a.status, a.header.Get("Location"), want)
+	}
+	unknown := "9999999"
+	for n := 9999998; seen[unknown]; n-- {
+		unknown = fmt.Sprint(n)
+	}
+	if a := get(t, c, s.url+"/ui/apps/prod/web/-/releases/"+unknown); a.status != 404 || !strings.Contains(a.body, "No release of prod/web") {
+		t.Errorf("releases/%s, no generation nor commit: %d\n%s", unknown, a.status, a.body)
+	}
+}

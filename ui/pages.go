@@ -230,7 +230,7 @@ func (u *UI) appRoute(w http.ResponseWriter, r *http.Request) {
 			u.timeline(w, r, app, rev)
 			return
 		}
-		u.release(w, r, app, gen)
+		u.release(w, r, app, gen, rev)
 	case action == "diff":
 		u.diff(w, r, app)
 	default:
@@ -323,9 +323,17 @@ func (u *UI) admit(w http.ResponseWriter, r *http.Request, sizes ...int64) (func
 	return done, true
 }
 
-func (u *UI) release(w http.ResponseWriter, r *http.Request, app string, gen int64) {
+// release is the page of app's release gen, as rev named it in the URL.
+// Digits that name no generation may be a commit's short SHA (Argo CD's
+// History shows 7 hex digits, and 1 commit in 27 starts with 7 decimal
+// ones) or a digest's prefix: they are searched as the timeline's query.
+func (u *UI) release(w http.ResponseWriter, r *http.Request, app string, gen int64, rev string) {
 	ref := store.Ref{App: app, Generation: gen}
 	attrs, err := u.cfg.Releases.Stat(r.Context(), ref)
+	if errors.Is(err, store.ErrNotFound) && len(rev) >= minSearch {
+		u.timeline(w, r, app, rev)
+		return
+	}
 	if err != nil {
 		u.storeFail(w, r, ref.String(), err)
 		return

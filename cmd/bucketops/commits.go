@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -33,7 +34,8 @@ func (e *env) commits(ctx context.Context, s *store.Store, app string) ([]store.
 
 // isCommit says whether rev, after an @ or in --to, is a commit of the
 // git view rather than a generation: 40 hex digits, or hex digits with a
-// letter among them (a prefix of digits alone is read as a generation).
+// letter among them (digits alone are read as a generation first:
+// generationOrCommit).
 func isCommit(rev string) bool {
 	return rev != "" && strings.Trim(rev, "0123456789abcdef") == "" && (strings.ContainsAny(rev, "abcdef") || len(rev) == 40)
 }
@@ -76,12 +78,38 @@ func matchCommit(hist []store.Release, byGen map[int64]string, app, what, prefix
 	return 0, usagef("%s: the prefix names %d releases of %s; give more digits", what, len(found), app)
 }
 
+// generationOrCommit resolves digits alone, after @ or in --to: gen, the
+// generation they name; or, when no release of app is that generation and
+// there are 7 or more digits, the release whose commit starts with them.
+// A short SHA is digits alone for 1 commit in 27 at Argo CD's 7 digits.
+func (e *env) generationOrCommit(ctx context.Context, s *store.Store, app string, gen int64, digits string) (int64, error) {
+	if len(digits) < minCommitPrefix {
+		return gen, nil
+	}
+	_, err := s.Stat(ctx, store.Ref{App: app, Generation: gen})
+	if !errors.Is(err, store.ErrNotFound) {
+		return gen, err
+	}
+	hist, byGen, err := e.commits(ctx, s, app)
+	if err != nil {
+		return 0, err
+	}
+	found, err := matchCommit(hist, byGen, app, app+"@"+digits, digits)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, fmt.Errorf("%s@%s: %w: no release of %s is that generation, nor a commit starting with those digits (bucketops log %s lists them)", app, digits, store.ErrNotFound, app, app)
+	}
+	return found, err
+}
+
 // releaseArg is a release as a command line names it: APP (the head),
 // APP@GENERATION, or APP@COMMIT, the commit SHA (or a prefix of 7 or more
 // hex digits) that bucketops log and Argo CD's History show.
 type releaseArg struct {
 	ref    store.Ref
 	commit string
+	// digits is what followed @ when it was digits alone, 7 or more: a
+	// generation, or else a commit's prefix (generationOrCommit).
+	digits string
 }
 
 // parseRelease checks the syntax of a release argument, without asking the
@@ -101,11 +129,29 @@ func parseRelease(arg string) (releaseArg, error) {
 	if err != nil {
 		return releaseArg{}, fmt.Errorf("%w (or a commit SHA, as bucketops log shows)", err)
 	}
-	return releaseArg{ref: ref}, nil
+	a := releaseArg{ref: ref}
+	if found && len(rev) >= minCommitPrefix {
+		a.digits = rev
+	}
+	return a, nil
 }
 
-// resolve turns a commit into its generation, from the app's history.
+// revision is what followed the @, for rollback --to: a commit, digits
+// alone, or "" for the head.
+func (a releaseArg) revision() string {
+	if a.commit != "" {
+		return a.commit
+	}
+	return a.digits
+}
+
+// resolve turns a commit, or digits that name no generation, into its
+// generation, from the app's history.
 func (a releaseArg) resolve(ctx context.Context, e *env, s *store.Store) (store.Ref, error) {
+	if a.digits != "" {
+		gen, err := e.generationOrCommit(ctx, s, a.ref.App, a.ref.Generation, a.digits)
+		return store.Ref{App: a.ref.App, Generation: gen}, err
+	}
 	if a.commit == "" {
 		return a.ref, nil
 	}

@@ -29,7 +29,7 @@ any publish.`,
 			if err := store.ValidateApp(a[1]); err != nil {
 				return err
 			}
-			return e.copyRelease(cmd, &f, src.ref, a[1], src.commit)
+			return e.copyRelease(cmd, &f, src.ref, a[1], src.revision())
 		},
 	}
 	f.register(cmd, false)
@@ -102,11 +102,16 @@ func (e *env) copyRelease(cmd *cobra.Command, f *publishFlags, src store.Ref, ds
 	return e.printResult(res)
 }
 
-// revision resolves rollback --to: a generation costs nothing, a commit
-// the whole history.
+// revision resolves rollback --to: a generation costs a read (none under
+// 7 digits), a commit, or digits that name no generation, the whole
+// history.
 func (e *env) revision(ctx context.Context, s *store.Store, app, to string) (int64, error) {
 	if strings.Trim(to, "0123456789") == "" && len(to) != 40 {
-		return resolveRevision(nil, nil, app, to)
+		gen, err := resolveRevision(nil, nil, app, to)
+		if err != nil {
+			return 0, err
+		}
+		return e.generationOrCommit(ctx, s, app, gen, to)
 	}
 	hist, byGen, err := e.commits(ctx, s, app)
 	if err != nil {

@@ -92,3 +92,54 @@ func TestDiffOfAnAppComparesItsLastTwoReleases(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestCommitPrefixOfDigitsAlone: Argo CD's History shows 7 hex digits of
+// a commit, and for about 1 commit in 27 they are digits alone. Pasted
+// after @ or into rollback --to they name no generation, so they are read
+// as the commit's prefix rather than refused as a missing release.
+func TestCommitPrefixOfDigitsAlone(t *testing.T) {
+	startBucket(t)
+	var short string // 7 decimal digits that start a release's commit
+	var gen string   // that release's generation
+	var seen map[string]bool
+	for batch := 0; short == "" && batch < 20; batch++ {
+		for i := range 20 {
+			v := strconv.Itoa(batch*20 + i)
+			bucketops(t, "", "push", "prod/web", writeFiles(t, map[string]string{"cm.yaml": configMap("settings", v)})).must(t)
+		}
+		seen = map[string]bool{}
+		for _, e := range decode[[]map[string]any](t, bucketops(t, "", "log", "prod/web", "-o", "json").must(t).stdout) {
+			c := e["commit"].(string)
+			seen[c[:7]] = true
+			if strings.Trim(c[:7], "0123456789") == "" {
+				short, gen = c[:7], itoa(int64(e["generation"].(float64)))
+			}
+		}
+	}
+	if short == "" {
+		t.Fatal("no commit of 400 releases starts with 7 decimal digits")
+	}
+	byGen := bucketops(t, "", "show", "prod/web@"+gen, "--raw").must(t).stdout
+	if got := bucketops(t, "", "show", "prod/web@"+short, "--raw").must(t).stdout; got != byGen {
+		t.Errorf("show prod/web@%s: %q, want the release at generation %s: %q", short, got, gen, byGen)
+	}
+	bucketops(t, "", "promote", "prod/web@"+short, "staging/web").must(t)
+	if got := bucketops(t, "", "show", "staging/web", "--raw").must(t).stdout; got != byGen {
+		t.Errorf("promote prod/web@%s copied %q, want %q", short, got, byGen)
+	}
+	bucketops(t, "", "rollback", "prod/web", "--to", short).must(t)
+	if got := bucketops(t, "", "show", "prod/web", "--raw").must(t).stdout; got != byGen {
+		t.Errorf("rollback --to %s made the head %q, want %q", short, got, byGen)
+	}
+
+	// Digits that are neither a generation nor a commit's start say both.
+	unknown := "9999999"
+	for n := 9999998; seen[unknown]; n-- {
+		unknown = strconv.Itoa(n)
+	}
+	for _, args := range [][]string{{"show", "prod/web@" + unknown}, {"rollback", "prod/web", "--to", unknown}} {
+		if r := bucketops(t, "", args...); r.code != exitFailure || !strings.Contains(r.stderr, "no release of prod/web is that generation, nor a commit starting with those digits") {
+			t.Errorf("%v: exit %d, %s", args, r.code, r.stderr)
+		}
+	}
+}
