@@ -59,12 +59,13 @@ test-ui:
 # End to end: a real Argo CD (v3.6.2), kube-apiserver and etcd built from the
 # Go module proxy (cached in ~/.cache/bucketops-e2e), redis from Debian, our
 # bridge and plugin; see docs/testing.md. E2E_RUN='TestScenarios/^3_' runs one
-# scenario; ARGOCD_VERSION=v2.14.21 runs the previous Argo CD and Kubernetes.
+# scenario, passed to go test -run as written ($$ included: $(value ...));
+# ARGOCD_VERSION=v2.14.21 runs the previous Argo CD and Kubernetes.
 # go test kills the test binary at -timeout plus a minute, cold build of the
 # upstream binaries in TestMain included (up to 36 minutes on 2 busy cores).
 E2E_RUN ?= .
 e2e: e2e-deps
-	$(GO) test -tags $(TAGS),e2e -count=1 -timeout 70m -v -run '$(E2E_RUN)' ./integration/
+	$(GO) test -tags $(TAGS),e2e -count=1 -timeout 70m -v -run '$(value E2E_RUN)' ./integration/
 
 # redis for Argo CD; git for its repo-server and the fleet race's monorepo.
 e2e-deps:
