@@ -85,3 +85,45 @@ func isAppSetRequeue(line, appPrefix string) bool {
 	msg, _, ok := logLine(line)
 	return ok && strings.HasPrefix(msg, "requeue caused by application "+appPrefix)
 }
+
+// webhookLog is what argocd-server's log says of the push webhooks and
+// the refreshes they queue for Applications whose names start with a
+// prefix.
+type webhookLog struct {
+	// Received counts push events taken up ("Received push event",
+	// v2.14 and 3.x); Started and Completed the handlers that began and
+	// ended (3.x only).
+	Received, Started, Completed int
+	// Queued counts the refreshes a handler queued for the prefix's
+	// Applications ("refreshing app from webhook"), Done those a worker
+	// asked of the Application or failed to ("Requested app 'NAME'
+	// refresh", "Failed to refresh app 'NAME' ..."): 3.x only; v2.14
+	// refreshes within the handler and logs neither.
+	Queued, Done int
+}
+
+// add counts line of argocd-server's log.
+func (w *webhookLog) add(line, appPrefix string) {
+	msg, fields, ok := logLine(line)
+	if !ok {
+		return
+	}
+	switch {
+	case strings.HasPrefix(msg, "Received push event"):
+		w.Received++
+	case msg == "Webhook handler started":
+		w.Started++
+	case strings.HasPrefix(msg, "Webhook handler completed"):
+		w.Completed++
+	case msg == "refreshing app from webhook" && strings.HasPrefix(fields["application"], appPrefix):
+		w.Queued++
+	case strings.HasPrefix(msg, "Requested app '"+appPrefix), strings.HasPrefix(msg, "Failed to refresh app '"+appPrefix):
+		w.Done++
+	}
+}
+
+// done: every one of posted webhooks taken up, no handler running and no
+// refresh of the prefix's Applications left in the queue.
+func (w webhookLog) done(posted int) bool {
+	return w.Received >= posted && w.Completed >= w.Started && w.Done >= w.Queued
+}

@@ -38,3 +38,41 @@ func TestArgoCDLogLines(t *testing.T) {
 		})
 	}
 }
+
+// TestWebhookLog: the teardown of a git feed waits until argocd-server's
+// log shows every webhook taken up, no handler running and every refresh
+// they queued for the feed's Applications done or failed, as v3.6's
+// util/webhook logs them.
+func TestWebhookLog(t *testing.T) {
+	lines := []string{
+		`{"level":"info","msg":"Webhook handler started","time":"2026-12-07T10:00:00Z"}`,
+		`{"level":"info","msg":"Received push event repo: http://127.0.0.1:4000/bench-git, revision: main, touchedHead: true","time":"2026-12-07T10:00:00Z"}`,
+		`{"app-namespace":"argocd","app-qualified-name":"argocd/bench-git-app-000","application":"bench-git-app-000","level":"info","msg":"refreshing app from webhook","project":"default","time":"2026-12-07T10:00:00Z"}`,
+		`{"app-namespace":"argocd","app-qualified-name":"argocd/bench-git-app-001","application":"bench-git-app-001","level":"info","msg":"refreshing app from webhook","project":"default","time":"2026-12-07T10:00:00Z"}`,
+		`{"app-namespace":"argocd","application":"bench-app-001","level":"info","msg":"refreshing app from webhook","project":"default","time":"2026-12-07T10:00:00Z"}`,
+		`{"level":"info","msg":"Webhook handler completed in 12ms","time":"2026-12-07T10:00:00Z"}`,
+		`{"level":"info","msg":"Requested app 'bench-git-app-000' refresh","time":"2026-12-07T10:00:01Z"}`,
+		`{"level":"warning","msg":"Failed to refresh app 'bench-git-app-001' for controller reprocessing: applications.argoproj.io \"bench-git-app-001\" not found","time":"2026-12-07T10:00:02Z"}`,
+	}
+	var w webhookLog
+	for i, line := range lines {
+		w.add(line, "bench-git-app-")
+		// Until the last line a refresh of the feed is queued, or the
+		// handler runs.
+		if last := i == len(lines)-1; w.done(1) != last {
+			t.Errorf("after line %d (%+v): done %v, want %v", i, w, !last, last)
+		}
+	}
+	if want := (webhookLog{Received: 1, Started: 1, Completed: 1, Queued: 2, Done: 2}); w != want {
+		t.Errorf("counted %+v, want %+v", w, want)
+	}
+	if w.done(2) {
+		t.Error("done with one of two webhooks posted taken up")
+	}
+	// v2.14 logs only that it took the push up.
+	var old webhookLog
+	old.add(`time="2026-12-07T10:00:00Z" level=info msg="Received push event repo: http://127.0.0.1:4000/bench-git, revision: main, touchedHead: true"`, "bench-git-app-")
+	if !old.done(1) {
+		t.Errorf("v2.14: %+v not done", old)
+	}
+}

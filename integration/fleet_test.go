@@ -432,29 +432,30 @@ func (f *gitFeed) publish(t *testing.T, apps []int, id string) time.Duration {
 }
 
 // teardown waits until argocd-server has handled every webhook posted so
-// far, then deletes the ApplicationSet. Argo CD 3.x queues webhooks and
-// answers at once, and a monorepo's stream leaves minutes of them behind
-// (each refreshes every app and moves the others' manifest caches): the
-// next feed's webhooks would wait behind them, as the git-paths stream of
-// the 2026-12-07 race did for 2 to 4 minutes.
+// far, and the refreshes they asked for, then deletes the ApplicationSet.
+// Argo CD 3.x queues webhooks and answers at once, then queues one refresh
+// per Application a push touches (3.6: util/webhook's refreshQueue, 20
+// workers), and a monorepo's stream leaves minutes of them behind (each
+// push refreshes every app): the next feed's webhooks and refreshes would
+// wait behind them, as the git-paths stream of the 2026-12-07 races did.
 func (f *gitFeed) teardown(t *testing.T) {
 	want := int(f.server.hooks.Load())
-	eventually(t, "argocd-server handled the webhooks", 15*time.Minute, func() (bool, string) {
-		n := webhooksHandled()
-		return n >= want, fmt.Sprintf("%d of %d webhooks handled", n, want)
+	eventually(t, "argocd-server handled the webhooks and their refreshes", 20*time.Minute, func() (bool, string) {
+		w := readWebhookLog(f.appPrefix())
+		return w.done(want), fmt.Sprintf("%+v, %d webhooks posted", w, want)
 	})
 	deleteApplicationSet(t, f.set())
 }
 
-// webhooksHandled counts the push webhooks argocd-server's log says it
-// has taken up ("Received push event", logged by v2.14 and v3.x as they
-// start handling one; the handling takes milliseconds).
-func webhooksHandled() int {
-	n := 0
+// readWebhookLog reads argocd-server's log (webhookLog).
+func readWebhookLog(appPrefix string) webhookLog {
+	var w webhookLog
 	for _, data := range processLogs("argocd-server") {
-		n += bytes.Count(data, []byte("Received push event"))
+		for line := range strings.SplitSeq(string(data), "\n") {
+			w.add(line, appPrefix)
+		}
 	}
-	return n
+	return w
 }
 
 // gitServer is the real git http-backend behind net/http/cgi, as a git
@@ -466,7 +467,7 @@ type gitServer struct {
 	work string // the CI's clones, which outlive the race's subtests
 	url  string
 	// hooks counts the push webhooks posted to argocd-server, which
-	// answers before it handles them (webhooksHandled).
+	// answers before it handles them (readWebhookLog).
 	hooks atomic.Int64
 }
 
