@@ -126,7 +126,7 @@ func (d *Deployer) refreshApplication(ctx context.Context, app string, gen int64
 		return nil
 	}
 	requested := time.Now()
-	if err := d.sync(ctx, argo, name, ns, project, d.cfg.Prune); err != nil {
+	if err := d.sync(ctx, argo, name, ns, project, d.cfg.Prune, nil); err != nil {
 		return err
 	}
 	d.log.Info("sync started", "app", app, "generation", gen, "application", d.index.key(a).String(), "prune", d.cfg.Prune)
@@ -142,7 +142,7 @@ func (d *Deployer) syncAutomated(ctx context.Context, app string, gen int64, wri
 	prune := a.Spec.SyncPolicy.Automated.Prune
 	requested := time.Now()
 	d.metrics.triggers.WithLabelValues("sync").Inc()
-	if err := d.sync(ctx, d.client(), name, ns, project, prune); err != nil {
+	if err := d.sync(ctx, d.client(), name, ns, project, prune, automatedRetry(a)); err != nil {
 		return err
 	}
 	d.observe(written, received)
@@ -151,12 +151,33 @@ func (d *Deployer) syncAutomated(ctx context.Context, app string, gen int64, wri
 	return nil
 }
 
-// sync asks Argo CD to sync one Application to its targetRevision.
-func (d *Deployer) sync(ctx context.Context, argo application.ApplicationServiceClient, name, ns, project string, prune bool) error {
+// automatedSyncRetries is how often Argo CD's automated sync retries a
+// sync that failed when the Application sets no retry of its own
+// (controller/appcontroller.go, autoSync: RetryStrategy{Limit: 5}, with
+// the default backoff).
+const automatedSyncRetries = 5
+
+// automatedRetry is the retry a sync of ours must carry to stand in for
+// the automated sync of a: none when a sets its own, which argocd-server
+// applies to every sync; else the automated sync's default. A sync
+// without one that fails, once, at a revision leaves the Application
+// there: Argo CD's automated sync never retries a revision whose last
+// sync failed ("Skipping auto-sync: failed previous sync attempt"), so
+// the release would wait for the next one.
+func automatedRetry(a *v1alpha1.Application) *v1alpha1.RetryStrategy {
+	if a.Spec.SyncPolicy != nil && a.Spec.SyncPolicy.Retry != nil {
+		return nil
+	}
+	return &v1alpha1.RetryStrategy{Limit: automatedSyncRetries}
+}
+
+// sync asks Argo CD to sync one Application to its targetRevision; retry,
+// when set, replaces the Application's own retry strategy.
+func (d *Deployer) sync(ctx context.Context, argo application.ApplicationServiceClient, name, ns, project string, prune bool, retry *v1alpha1.RetryStrategy) error {
 	cctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
 	defer cancel()
 	_, err := argo.Sync(cctx, &application.ApplicationSyncRequest{
-		Name: &name, AppNamespace: &ns, Project: &project, Prune: &prune,
+		Name: &name, AppNamespace: &ns, Project: &project, Prune: &prune, RetryStrategy: retry,
 	})
 	if err != nil {
 		d.metrics.argoErrors.WithLabelValues("sync", status.Code(err).String()).Inc()
@@ -177,7 +198,9 @@ const confirmInterval = 250 * time.Millisecond
 // generation gen or a newer one; otherwise (it failed, it synced an older
 // revision, or it never started within NudgeAfter, argo-cd#18500) a normal
 // refresh follows, which shows the failure in the Application's
-// conditions and lets Argo CD's automated sync take the release.
+// conditions and lets Argo CD's automated sync take a release it hasn't
+// tried. One whose sync failed, retries included (automatedRetry), waits
+// for the next release, as after a failed automated sync of Argo CD's.
 func (d *Deployer) confirmLater(ctx context.Context, app string, gen int64, k appKey, project string, requested time.Time) {
 	since := requested.Truncate(time.Second) // Argo CD's times have whole seconds
 	var check func()

@@ -151,6 +151,31 @@ func TestASyncThatDidNotDeployTheReleaseIsFollowedByARefresh(t *testing.T) {
 	}
 }
 
+// A sync of the bridge's stands in for Argo CD's automated sync, so it is
+// retried as that one would be: 5 times unless the Application sets its own
+// retry, which argocd-server then applies. Without a retry, one failed
+// attempt at the release's revision left the Application there: the
+// automated sync never retries a revision whose last sync failed.
+func TestASyncOfTheBridgesIsRetriedAsAutomatedSyncWouldBe(t *testing.T) {
+	argo := argocdtest.New(t)
+	st := storetest.New(t, true).Store(t, "")
+	view, url := gitView(t, argo, st)
+	argo.Put(automatedApp("auto", "prod/payments", url("prod/payments")))
+	own := automatedApp("own", "prod/orders", url("prod/orders"))
+	own.Spec.SyncPolicy.Retry = &v1alpha1.RetryStrategy{Limit: 2}
+	argo.Put(own)
+	r := newRig(t, argo, st, func(c *deploy.Config) { c.Revisions, c.SyncAutomated = view, true })
+	for _, app := range []string{"prod/payments", "prod/orders"} {
+		gen := publish(t, st, app, "one")
+		r.deployer.Notify(deploy.Event{App: app, Generation: gen, Source: deploy.SourcePush})
+	}
+	for name, want := range map[string]int64{"auto": 5, "own": 2} {
+		if syncs := waitCalls(t, argo, "sync", name, 1); syncs[0].Retries != want {
+			t.Errorf("the sync of %s is retried %d times, want %d", name, syncs[0].Retries, want)
+		}
+	}
+}
+
 // finished sets a's operation as ended in phase at revision.
 func finished(a *v1alpha1.Application, phase synccommon.OperationPhase, revision, msg string) {
 	now := metav1.Now()

@@ -66,6 +66,10 @@ type Call struct {
 	// Revision is, for a refresh or a sync, the revision it resolved
 	// (Resolve).
 	Revision string
+	// Retries is, for a sync, how often its operation would be retried,
+	// as argocd-server decides it: the request's retry strategy, else the
+	// Application's syncPolicy.retry, else none.
+	Retries int64
 }
 
 // Server is the fake. Its methods are safe for concurrent use.
@@ -585,6 +589,12 @@ func (v *service) Sync(ctx context.Context, req *application.ApplicationSyncRequ
 		return nil, status.Errorf(codes.FailedPrecondition, "Cannot sync to %s: auto-sync currently set to %s", req.GetRevision(), cmpOr(a.Spec.GetSource().TargetRevision, "HEAD"))
 	}
 	call := Call{Method: "sync", Name: a.Name, Namespace: a.Namespace, Prune: req.GetPrune(), At: time.Now(), Peer: peerAddr(ctx)}
+	switch {
+	case req.RetryStrategy != nil:
+		call.Retries = req.RetryStrategy.Limit
+	case a.Spec.SyncPolicy != nil && a.Spec.SyncPolicy.Retry != nil:
+		call.Retries = a.Spec.SyncPolicy.Retry.Limit
+	}
 	a = a.DeepCopy()
 	if s.resolve != nil {
 		rev, err := s.resolve(a)
