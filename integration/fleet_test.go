@@ -121,17 +121,34 @@ func waitReleased(t *testing.T, f feed, apps []int, id string, timeout time.Dura
 }
 
 // describeApps says where Argo CD left the Applications of apps, so that
-// a wait that fails names what held them.
+// a wait that fails names what held them. The bridge's generator names an
+// Application after its app with a hash (appset.Name), so the set's
+// Applications are matched by prefix.
 func describeApps(f feed, apps []int) string {
+	var list struct {
+		Items []struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			application
+		} `json:"items"`
+	}
+	if err := st.kube.get("/apis/argoproj.io/v1alpha1/namespaces/argocd/applications?labelSelector=bench-set%3D"+f.set(), &list); err != nil {
+		return "; " + err.Error()
+	}
 	var b strings.Builder
 	for _, i := range apps {
 		name := f.appPrefix() + fmt.Sprintf("%03d", i)
-		a, err := st.kube.application(name)
-		if err != nil {
-			fmt.Fprintf(&b, "; %s: %v", name, err)
-			continue
+		found := false
+		for _, a := range list.Items {
+			if a.Metadata.Name == name || strings.HasPrefix(a.Metadata.Name, name+"-") {
+				fmt.Fprintf(&b, "; %s: %s", a.Metadata.Name, a.application)
+				found = true
+			}
 		}
-		fmt.Fprintf(&b, "; %s: %s", name, a)
+		if !found {
+			fmt.Fprintf(&b, "; %s: no Application", name)
+		}
 	}
 	return b.String()
 }
