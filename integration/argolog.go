@@ -95,11 +95,13 @@ type webhookLog struct {
 	// ended (3.x only).
 	Received, Started, Completed int
 	// Queued counts the refreshes a handler queued for the prefix's
-	// Applications ("refreshing app from webhook"), Done those a worker
-	// asked of the Application or failed to ("Requested app 'NAME'
-	// refresh", "Failed to refresh app 'NAME' ..."): 3.x only; v2.14
-	// refreshes within the handler and logs neither.
-	Queued, Done int
+	// Applications ("refreshing app from webhook"); Requested the lines
+	// of those a worker asked of the Application ("Requested app 'NAME'
+	// refresh", twice per refresh in 3.6: util/argo's RefreshApp logs it,
+	// then util/webhook's processAppRefresh again); Failed those it
+	// couldn't ("Failed to refresh app 'NAME' ...", once). 3.x only:
+	// v2.14 refreshes within the handler and logs none of them.
+	Queued, Requested, Failed int
 }
 
 // add counts line of argocd-server's log.
@@ -117,13 +119,15 @@ func (w *webhookLog) add(line, appPrefix string) {
 		w.Completed++
 	case msg == "refreshing app from webhook" && strings.HasPrefix(fields["application"], appPrefix):
 		w.Queued++
-	case strings.HasPrefix(msg, "Requested app '"+appPrefix), strings.HasPrefix(msg, "Failed to refresh app '"+appPrefix):
-		w.Done++
+	case strings.HasPrefix(msg, "Requested app '"+appPrefix):
+		w.Requested++
+	case strings.HasPrefix(msg, "Failed to refresh app '"+appPrefix):
+		w.Failed++
 	}
 }
 
 // done: every one of posted webhooks taken up, no handler running and no
 // refresh of the prefix's Applications left in the queue.
 func (w webhookLog) done(posted int) bool {
-	return w.Received >= posted && w.Completed >= w.Started && w.Done >= w.Queued
+	return w.Received >= posted && w.Completed >= w.Started && w.Requested/2+w.Failed >= w.Queued
 }

@@ -42,7 +42,7 @@ func TestArgoCDLogLines(t *testing.T) {
 // TestWebhookLog: the teardown of a git feed waits until argocd-server's
 // log shows every webhook taken up, no handler running and every refresh
 // they queued for the feed's Applications done or failed, as v3.6's
-// util/webhook logs them.
+// util/webhook logs them: a refresh done is two lines.
 func TestWebhookLog(t *testing.T) {
 	lines := []string{
 		`{"level":"info","msg":"Webhook handler started","time":"2026-12-07T10:00:00Z"}`,
@@ -51,6 +51,7 @@ func TestWebhookLog(t *testing.T) {
 		`{"app-namespace":"argocd","app-qualified-name":"argocd/bench-git-app-001","application":"bench-git-app-001","level":"info","msg":"refreshing app from webhook","project":"default","time":"2026-12-07T10:00:00Z"}`,
 		`{"app-namespace":"argocd","application":"bench-app-001","level":"info","msg":"refreshing app from webhook","project":"default","time":"2026-12-07T10:00:00Z"}`,
 		`{"level":"info","msg":"Webhook handler completed in 12ms","time":"2026-12-07T10:00:00Z"}`,
+		`{"level":"info","msg":"Requested app 'bench-git-app-000' refresh","time":"2026-12-07T10:00:01Z"}`,
 		`{"level":"info","msg":"Requested app 'bench-git-app-000' refresh","time":"2026-12-07T10:00:01Z"}`,
 		`{"level":"warning","msg":"Failed to refresh app 'bench-git-app-001' for controller reprocessing: applications.argoproj.io \"bench-git-app-001\" not found","time":"2026-12-07T10:00:02Z"}`,
 	}
@@ -63,7 +64,7 @@ func TestWebhookLog(t *testing.T) {
 			t.Errorf("after line %d (%+v): done %v, want %v", i, w, !last, last)
 		}
 	}
-	if want := (webhookLog{Received: 1, Started: 1, Completed: 1, Queued: 2, Done: 2}); w != want {
+	if want := (webhookLog{Received: 1, Started: 1, Completed: 1, Queued: 2, Requested: 2, Failed: 1}); w != want {
 		t.Errorf("counted %+v, want %+v", w, want)
 	}
 	if w.done(2) {

@@ -448,20 +448,22 @@ func (f *gitFeed) publish(t *testing.T, apps []int, id string) time.Duration {
 	return published
 }
 
-// teardown waits until argocd-server has handled every webhook posted so
-// far, and the refreshes they asked for, then deletes the ApplicationSet.
+// teardown deletes the ApplicationSet, then waits until argocd-server has
+// handled every webhook posted so far and the refreshes they asked for.
 // Argo CD 3.x queues webhooks and answers at once, then queues one refresh
 // per Application a push touches (3.6: util/webhook's refreshQueue, 20
-// workers), and a monorepo's stream leaves minutes of them behind (each
+// workers), and a monorepo's stream leaves tens of thousands behind (each
 // push refreshes every app): the next feed's webhooks and refreshes would
 // wait behind them, as the git-paths stream of the 2026-12-07 races did.
+// With the Applications gone each refresh fails at once; against live
+// ones they drained at about 12 a second.
 func (f *gitFeed) teardown(t *testing.T) {
+	deleteApplicationSet(t, f.set())
 	want := int(f.server.hooks.Load())
 	eventually(t, "argocd-server handled the webhooks and their refreshes", 20*time.Minute, func() (bool, string) {
 		w := readWebhookLog(f.appPrefix())
 		return w.done(want), fmt.Sprintf("%+v, %d webhooks posted", w, want)
 	})
-	deleteApplicationSet(t, f.set())
 }
 
 // readWebhookLog reads argocd-server's log (webhookLog).
