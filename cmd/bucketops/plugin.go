@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -133,40 +134,25 @@ func (e *env) generate(ctx context.Context) ([]byte, error) {
 	if ref.Generation != 0 {
 		u += "?generation=" + url.QueryEscape(strconv.FormatInt(ref.Generation, 10))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, fmt.Errorf("%s: BUCKETOPS_BRIDGE %q: %w", what, bridge, err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	// Argo CD's repo-server names the Application, its destination
-	// namespace and (from v3.0) its project, in variables an Application
-	// can't override: the bridge's status API records which generation each
-	// Application was served, and a tenancy policy judges who asks.
-	for header, variable := range map[string]string{
-		"X-Bucketops-Application":           "ARGOCD_APP_NAME",
-		"X-Bucketops-Destination-Namespace": "ARGOCD_APP_NAMESPACE",
-		"X-Bucketops-Project":               "ARGOCD_APP_PROJECT_NAME",
-	} {
-		if v := e.getenv(variable); v != "" {
-			req.Header.Set(header, v)
+	resp, body, err := e.askBridge(ctx, u, token)
+	for _, delay := range pluginRetryDelays {
+		if !transient(resp, body, err) {
+			break
 		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		resp, body, err = e.askBridge(ctx, u, token)
 	}
-	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s: bridge unreachable: %w", what, err)
-	}
-	defer resp.Body.Close()
-	// Read it all before printing anything: a connection cut mid-body must
-	// not leave a partial stream for Argo CD to apply.
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxManifestBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: reading the bridge's answer: %w", what, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var eb struct{ Error, Reason, Message string }
-		if json.Unmarshal(body, &eb) != nil || eb.Error == "" {
-			eb.Error, eb.Reason = strings.TrimSpace(string(body)), "http_"+strconv.Itoa(resp.StatusCode)
-		}
+		eb := parseBridgeError(resp, body)
 		if eb.Message != "" {
 			// The bridge's line for Argo CD: the release, what refused
 			// it, what to do, and the reason code.
@@ -188,4 +174,79 @@ func (e *env) generate(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("%s: the bridge answered with no manifests for a release that isn't a tombstone; refusing to let Argo CD prune the app", what)
 	}
 	return body, nil
+}
+
+// pluginRetryDelays are the waits before the plugin asks the bridge again
+// after a failure that may pass (transient). Argo CD's repo-server stops
+// generating a revision for 60 minutes after 3 failed attempts in a row
+// (ARGOCD_PAUSE_GEN_AFTER_FAILED_ATTEMPTS, ARGOCD_PAUSE_GEN_MINUTES), so a
+// bridge restarting, or busy for a few seconds, must not cost a release an
+// hour. 3.5 s in all, well inside the cmp-server's timeout.
+var pluginRetryDelays = []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second}
+
+// transientReasons are the bridge's refusals that may pass on their own:
+// its render memory taken, the bucket or the floor out of reach or slow;
+// and a gateway's 502, 503 or 504 in front of it. A refusal of the release
+// itself (policy, digest, YAML, secrets) or of the caller is final.
+var transientReasons = []string{"render_busy", "floor_unavailable", "bucket_unreachable", "bucket_error", "timeout", "http_502", "http_503", "http_504"}
+
+// transient says whether the bridge's answer (or its absence) may change
+// if the plugin asks again.
+func transient(resp *http.Response, body []byte, err error) bool {
+	if err != nil {
+		return errors.Is(err, errUnreachable) || errors.Is(err, errCut)
+	}
+	return resp.StatusCode != http.StatusOK && slices.Contains(transientReasons, parseBridgeError(resp, body).Reason)
+}
+
+// askBridge GETs u with the plugin's token and the Application Argo CD
+// names, and reads the whole answer: a connection cut mid-body must not
+// leave a partial stream for Argo CD to apply.
+func (e *env) askBridge(ctx context.Context, u, token string) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("BUCKETOPS_BRIDGE %q: %w", u, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	// Argo CD's repo-server names the Application, its destination
+	// namespace and (from v3.0) its project, in variables an Application
+	// can't override: the bridge's status API records which generation each
+	// Application was served, and a tenancy policy judges who asks.
+	for header, variable := range map[string]string{
+		"X-Bucketops-Application":           "ARGOCD_APP_NAME",
+		"X-Bucketops-Destination-Namespace": "ARGOCD_APP_NAMESPACE",
+		"X-Bucketops-Project":               "ARGOCD_APP_PROJECT_NAME",
+	} {
+		if v := e.getenv(variable); v != "" {
+			req.Header.Set(header, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", errUnreachable, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxManifestBytes+1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", errCut, err)
+	}
+	return resp, body, nil
+}
+
+// The bridge didn't answer, or its answer was cut: both may pass.
+var (
+	errUnreachable = errors.New("bridge unreachable")
+	errCut         = errors.New("reading the bridge's answer")
+)
+
+// bridgeErrorBody is the bridge's JSON error; an answer that isn't one (a
+// gateway's page) is its text with the reason http_STATUS.
+type bridgeErrorBody struct{ Error, Reason, Message string }
+
+func parseBridgeError(resp *http.Response, body []byte) bridgeErrorBody {
+	var eb bridgeErrorBody
+	if json.Unmarshal(body, &eb) != nil || eb.Error == "" {
+		eb.Error, eb.Reason = strings.TrimSpace(string(body)), "http_"+strconv.Itoa(resp.StatusCode)
+	}
+	return eb
 }
