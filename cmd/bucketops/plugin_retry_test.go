@@ -122,12 +122,8 @@ func TestPluginAsksAgainWhatMayPass(t *testing.T) {
 		}
 	})
 	t.Run("a connection cut mid-answer", func(t *testing.T) {
-		st := startAPI(t)
-		publish(t, st, "prod/api", configMap("a", "1"))
 		a := &answers{cut: 2}
-		proxyBridge(t, a)
-		t.Setenv("PARAM_APP", "prod/api")
-		r := bucketops(t, "", "plugin", "generate").must(t)
+		r := generateThroughCuts(t, a).must(t)
 		if strings.Count(r.stdout, "apiVersion: v1") != 1 || !strings.Contains(r.stdout, `value: "1"`) {
 			t.Errorf("stdout is not the release alone: %q", r.stdout)
 		}
@@ -136,12 +132,8 @@ func TestPluginAsksAgainWhatMayPass(t *testing.T) {
 		}
 	})
 	t.Run("cut every time", func(t *testing.T) {
-		st := startAPI(t)
-		publish(t, st, "prod/api", configMap("a", "1"))
 		a := &answers{cut: 100}
-		proxyBridge(t, a)
-		t.Setenv("PARAM_APP", "prod/api")
-		r := bucketops(t, "", "plugin", "generate")
+		r := generateThroughCuts(t, a)
 		if r.code == 0 || r.stdout != "" || !strings.Contains(r.stderr, "reading the bridge's answer") {
 			t.Errorf("exit %d, stdout %q, stderr %q; want a failure naming the cut answer and nothing on stdout", r.code, r.stdout, r.stderr)
 		}
@@ -165,4 +157,15 @@ func TestPluginAsksAgainWhatMayPass(t *testing.T) {
 			t.Errorf("the bridge answered %q; want each refusal asked once", got)
 		}
 	})
+}
+
+// generateThroughCuts runs the plugin for a published prod/api behind a
+// proxy that cuts a.cut connections first.
+func generateThroughCuts(t *testing.T, a *answers) result {
+	t.Helper()
+	st := startAPI(t)
+	publish(t, st, "prod/api", configMap("a", "1"))
+	proxyBridge(t, a)
+	t.Setenv("PARAM_APP", "prod/api")
+	return bucketops(t, "", "plugin", "generate")
 }
