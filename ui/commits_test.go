@@ -63,7 +63,7 @@ func TestReleasesByCommit(t *testing.T) {
 	if a := get(t, c, s.url+"/ui/apps/prod/api/-/releases/zzz"); a.status != 400 {
 		t.Errorf("a release URL that is no revision: %d", a.status)
 	}
-	if a := get(t, c, s.url+"/ui/apps/prod/api/-/releases/deadbeefdead"); a.status != 404 || !strings.Contains(a.body, "No release of prod/api") {
+	if a := get(t, c, s.url+"/ui/apps/prod/api/-/releases/deadbeefdead"); a.status != 404 || !strings.Contains(a.body, "prod/api@deadbeefdead not found") {
 		t.Errorf("an unknown commit: %d", a.status)
 	}
 }
@@ -146,7 +146,7 @@ func TestReleaseURLOfDigitsAlone(t *testing.T) {
 	for n := 9999998; seen[unknown]; n-- {
 		unknown = fmt.Sprint(n)
 	}
-	if a := get(t, c, s.url+"/ui/apps/prod/web/-/releases/"+unknown); a.status != 404 || !strings.Contains(a.body, "No release of prod/web") {
+	if a := get(t, c, s.url+"/ui/apps/prod/web/-/releases/"+unknown); a.status != 404 || !strings.Contains(a.body, "prod/web@"+unknown+" not found") {
 		t.Errorf("releases/%s, no generation nor commit: %d\n%s", unknown, a.status, a.body)
 	}
 }

@@ -263,7 +263,7 @@ func (u *UI) timeline(w http.ResponseWriter, r *http.Request, app, q string) {
 			http.Redirect(w, r, "/ui/apps/"+app+"/-/releases/"+strconv.FormatInt(rels[0].Generation, 10), http.StatusSeeOther)
 			return
 		case len(rels) == 0:
-			u.fail(w, r, http.StatusNotFound, "No such release", fmt.Sprintf("No release of %s is %q: %s@%s not found as a generation, a commit or a digest. Give a generation, or 7 or more hex digits of a commit (as Argo CD's History and bucketops log show it) or of a digest.", app, q, app, q))
+			u.fail(w, r, http.StatusNotFound, "No such release", fmt.Sprintf("%s@%s not found: no release of %s has that generation, or a commit or digest that starts with it. Give a generation, or 7 or more hex digits of a commit (as Argo CD's History and bucketops log show it) or of a digest.", app, q, app))
 			return
 		}
 	}
