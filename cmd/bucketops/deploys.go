@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -121,29 +121,13 @@ func getDeploys(ctx context.Context, base, token, app string, limit int, before 
 	if before != 0 {
 		q.Set("before", strconv.FormatInt(before, 10))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/apps/"+app+"/-/deploys?"+q.Encode(), nil)
-	if err != nil {
-		return deploysPage{}, usagef("BUCKETOPS_BRIDGE %q: %v", base, err)
+	_, body, err := getBridge(ctx, base+"/v1/apps/"+app+"/-/deploys?"+q.Encode(), token, nil, 64<<20)
+	var refused *bridgeError
+	if errors.As(err, &refused) && refused.status == http.StatusNotFound && refused.reason == "app_not_found" {
+		return deploysPage{}, fmt.Errorf("%w: %s", store.ErrNotFound, refused.message)
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return deploysPage{}, fmt.Errorf("bridge unreachable: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return deploysPage{}, fmt.Errorf("reading the bridge's answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var eb struct{ Error, Reason string }
-		if json.Unmarshal(body, &eb) != nil || eb.Error == "" {
-			eb.Error, eb.Reason = strings.TrimSpace(string(body)), "http_"+strconv.Itoa(resp.StatusCode)
-		}
-		if resp.StatusCode == http.StatusNotFound && eb.Reason == "app_not_found" {
-			return deploysPage{}, fmt.Errorf("%w: %s", store.ErrNotFound, eb.Error)
-		}
-		return deploysPage{}, &bridgeError{status: resp.StatusCode, reason: eb.Reason, message: eb.Error}
+		return deploysPage{}, err
 	}
 	var page deploysPage
 	if err := json.Unmarshal(body, &page); err != nil {

@@ -3,10 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -136,29 +134,19 @@ func (e *env) generate(ctx context.Context) ([]byte, error) {
 	}
 	resp, body, err := e.askBridge(ctx, u, token)
 	for _, delay := range pluginRetryDelays {
-		if !transient(resp, body, err) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(delay):
-		}
-		if ctx.Err() != nil {
+		if !mayPass(err) || sleep(ctx, delay) != nil {
 			break
 		}
 		resp, body, err = e.askBridge(ctx, u, token)
 	}
+	var refused *bridgeError
+	if errors.As(err, &refused) && refused.line != "" {
+		// The bridge's line for Argo CD: the release, what refused it,
+		// what to do, and the reason code.
+		return nil, errors.New(refused.line)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		eb := parseBridgeError(resp, body)
-		if eb.Message != "" {
-			// The bridge's line for Argo CD: the release, what refused
-			// it, what to do, and the reason code.
-			return nil, errors.New(eb.Message)
-		}
-		return nil, fmt.Errorf("%s: %s (%d): %s", what, eb.Reason, resp.StatusCode, eb.Error)
 	}
 	if len(body) > maxManifestBytes {
 		return nil, fmt.Errorf("%s: the rendered release exceeds %d MiB", what, maxManifestBytes>>20)
@@ -177,76 +165,46 @@ func (e *env) generate(ctx context.Context) ([]byte, error) {
 }
 
 // pluginRetryDelays are the waits before the plugin asks the bridge again
-// after a failure that may pass (transient). Argo CD's repo-server stops
+// after a failure that may pass (mayPass). Argo CD's repo-server stops
 // generating a revision for 60 minutes after 3 failed attempts in a row
 // (ARGOCD_PAUSE_GEN_AFTER_FAILED_ATTEMPTS, ARGOCD_PAUSE_GEN_MINUTES), so a
 // bridge restarting, or busy for a few seconds, must not cost a release an
 // hour. 3.5 s in all, well inside the cmp-server's timeout.
 var pluginRetryDelays = []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second}
 
-// transientReasons are the bridge's refusals that may pass on their own:
+// passingReasons are the bridge's refusals that may pass on their own:
 // its render memory taken, the bucket or the floor out of reach or slow;
 // and a gateway's 502, 503 or 504 in front of it. A refusal of the release
-// itself (policy, digest, YAML, secrets) or of the caller is final.
-var transientReasons = []string{"render_busy", "floor_unavailable", "bucket_unreachable", "bucket_error", "timeout", "http_502", "http_503", "http_504"}
+// itself (policy, digest, YAML, secrets), of the caller, or of the
+// bridge's configuration (bucket_unavailable, bucket_access_denied) is
+// final.
+var passingReasons = []string{"render_busy", "floor_unavailable", "bucket_unreachable", "bucket_error", "timeout", "http_502", "http_503", "http_504"}
 
-// transient says whether the bridge's answer (or its absence) may change
-// if the plugin asks again.
-func transient(resp *http.Response, body []byte, err error) bool {
-	if err != nil {
-		return errors.Is(err, errUnreachable) || errors.Is(err, errCut)
+// mayPass says whether asking the bridge again may answer differently.
+func mayPass(err error) bool {
+	var refused *bridgeError
+	if errors.As(err, &refused) {
+		return slices.Contains(passingReasons, refused.reason)
 	}
-	return resp.StatusCode != http.StatusOK && slices.Contains(transientReasons, parseBridgeError(resp, body).Reason)
+	return errors.Is(err, errUnreachable) || errors.Is(err, errCut)
 }
 
-// askBridge GETs u with the plugin's token and the Application Argo CD
-// names, and reads the whole answer: a connection cut mid-body must not
-// leave a partial stream for Argo CD to apply.
+// askBridge GETs the release at u with the plugin's token and the
+// Application Argo CD names. Argo CD's repo-server names the Application,
+// its destination namespace and (from v3.0) its project, in variables an
+// Application can't override: the bridge's status API records which
+// generation each Application was served, and a tenancy policy judges who
+// asks.
 func (e *env) askBridge(ctx context.Context, u, token string) (*http.Response, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, nil, fmt.Errorf("BUCKETOPS_BRIDGE %q: %w", u, err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	// Argo CD's repo-server names the Application, its destination
-	// namespace and (from v3.0) its project, in variables an Application
-	// can't override: the bridge's status API records which generation each
-	// Application was served, and a tenancy policy judges who asks.
-	for header, variable := range map[string]string{
+	header := http.Header{}
+	for name, variable := range map[string]string{
 		"X-Bucketops-Application":           "ARGOCD_APP_NAME",
 		"X-Bucketops-Destination-Namespace": "ARGOCD_APP_NAMESPACE",
 		"X-Bucketops-Project":               "ARGOCD_APP_PROJECT_NAME",
 	} {
 		if v := e.getenv(variable); v != "" {
-			req.Header.Set(header, v)
+			header.Set(name, v)
 		}
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", errUnreachable, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxManifestBytes+1))
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", errCut, err)
-	}
-	return resp, body, nil
-}
-
-// The bridge didn't answer, or its answer was cut: both may pass.
-var (
-	errUnreachable = errors.New("bridge unreachable")
-	errCut         = errors.New("reading the bridge's answer")
-)
-
-// bridgeErrorBody is the bridge's JSON error; an answer that isn't one (a
-// gateway's page) is its text with the reason http_STATUS.
-type bridgeErrorBody struct{ Error, Reason, Message string }
-
-func parseBridgeError(resp *http.Response, body []byte) bridgeErrorBody {
-	var eb bridgeErrorBody
-	if json.Unmarshal(body, &eb) != nil || eb.Error == "" {
-		eb.Error, eb.Reason = strings.TrimSpace(string(body)), "http_"+strconv.Itoa(resp.StatusCode)
-	}
-	return eb
+	return getBridge(ctx, u, token, header, maxManifestBytes+1)
 }

@@ -58,10 +58,20 @@ func (e *env) retry(what string, f retryFlags, attempt func(ctx context.Context)
 		}
 		delay := time.Duration(n+1) * f.delay
 		fmt.Fprintf(e.stderr, "bucketops: %s: attempt %d of %d failed: %v; again in %s\n", what, n+1, f.retries+1, err, delay)
-		select {
-		case <-e.base.Done():
+		if sleep(e.base, delay) != nil {
 			return err
-		case <-time.After(delay):
 		}
+	}
+}
+
+// sleep waits d, or until ctx is done (its error).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }

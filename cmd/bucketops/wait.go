@@ -110,6 +110,9 @@ type bridgeError struct {
 	status  int
 	reason  string
 	message string
+	// line is the bridge's one line for Argo CD (its JSON message), when
+	// it wrote one: the release, what refused it, what to do, the reason.
+	line string
 }
 
 func (b *bridgeError) Error() string {
@@ -146,26 +149,9 @@ func getStatus(ctx context.Context, base, token string, ref store.Ref) (deploySt
 	if ref.Generation != 0 {
 		u += "?generation=" + strconv.FormatInt(ref.Generation, 10)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	_, body, err := getBridge(ctx, u, token, nil, 1<<20)
 	if err != nil {
-		return deployStatus{}, usagef("BUCKETOPS_BRIDGE %q: %v", base, err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return deployStatus{}, fmt.Errorf("bridge unreachable: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return deployStatus{}, fmt.Errorf("reading the bridge's answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var eb struct{ Error, Reason string }
-		if json.Unmarshal(body, &eb) != nil || eb.Error == "" {
-			eb.Error, eb.Reason = strings.TrimSpace(string(body)), "http_"+strconv.Itoa(resp.StatusCode)
-		}
-		return deployStatus{}, &bridgeError{status: resp.StatusCode, reason: eb.Reason, message: eb.Error}
+		return deployStatus{}, err
 	}
 	var st deployStatus
 	if err := json.Unmarshal(body, &st); err != nil {
