@@ -22,8 +22,9 @@ import (
 // connections as a bridge killed mid-answer does.
 type answers struct {
 	mu      sync.Mutex
-	reasons []string // "" for a 200, the bridge's reason otherwise, "cut"
+	reasons []string // "" for a 200, the bridge's reason otherwise, "cut", "gateway"
 	cut     int      // connections still to cut
+	gateway int      // answers still to give as a gateway whose backend is down
 	after   func()   // called once, after the first answer
 }
 
@@ -63,15 +64,26 @@ func proxyBridge(t *testing.T, a *answers) {
 		}
 		resp.Body = io.NopCloser(strings.NewReader(string(body)))
 		var eb struct{ Reason string }
-		json.Unmarshal(body, &eb)
+		if err := json.Unmarshal(body, &eb); err != nil || eb.Reason == "" {
+			t.Errorf("the bridge's %d answer isn't its JSON error: %q", resp.StatusCode, body)
+		}
 		a.record(eb.Reason)
 		return nil
 	}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a.mu.Lock()
-		cut := a.cut > 0
-		a.cut--
+		cut, gateway := a.cut > 0, a.cut <= 0 && a.gateway > 0
+		if cut {
+			a.cut--
+		} else if gateway {
+			a.gateway--
+		}
 		a.mu.Unlock()
+		if gateway {
+			http.Error(w, "no healthy upstream", http.StatusServiceUnavailable)
+			a.record("gateway")
+			return
+		}
 		if cut {
 			conn, _, err := http.NewResponseController(w).Hijack()
 			if err != nil {
@@ -131,6 +143,16 @@ func TestPluginAsksAgainWhatMayPass(t *testing.T) {
 			t.Errorf("the plugin saw %q; want two cut answers, then the release", got)
 		}
 	})
+	t.Run("a gateway whose bridge is restarting", func(t *testing.T) {
+		a := &answers{gateway: 1}
+		r := generateThroughCuts(t, a).must(t)
+		if !strings.Contains(r.stdout, `value: "1"`) {
+			t.Errorf("stdout is not the release: %q", r.stdout)
+		}
+		if got := a.seen(); strings.Join(got, ",") != "gateway," {
+			t.Errorf("the plugin saw %q; want the gateway's 503, then the release", got)
+		}
+	})
 	t.Run("cut every time", func(t *testing.T) {
 		a := &answers{cut: 100}
 		r := generateThroughCuts(t, a)
@@ -160,7 +182,8 @@ func TestPluginAsksAgainWhatMayPass(t *testing.T) {
 }
 
 // generateThroughCuts runs the plugin for a published prod/api behind a
-// proxy that cuts a.cut connections first.
+// proxy that cuts a.cut connections, then answers a.gateway times as a
+// gateway, first.
 func generateThroughCuts(t *testing.T, a *answers) result {
 	t.Helper()
 	st := startAPI(t)
