@@ -69,6 +69,10 @@ type Config struct {
 	// SyncAutomated asks Argo CD for a sync instead of a refresh of an
 	// Application with automated sync (trigger.go says why).
 	SyncAutomated bool
+	// GenerateFirst, with SyncAutomated, has Argo CD generate the release
+	// (GetManifests at its commit) before the sync, so that a comparison
+	// running beside the sync's finds it cached (trigger.go).
+	GenerateFirst bool
 	// Workers bounds concurrent Argo CD calls (default 16). A refresh
 	// waits for Argo CD to generate the app's manifests, so this is how
 	// many apps of a burst Argo CD works on at once; its application

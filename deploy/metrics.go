@@ -34,11 +34,11 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) (*metrics, er
 		}),
 		triggers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bucketops_argocd_triggers_total",
-			Help: "What the bridge asked of Argo CD for a release, per Application: refresh, sync (an automated Application, --sync-automated), fallback_refresh (after a sync that didn't deploy the release).",
+			Help: "What the bridge asked of Argo CD for a release, per Application: refresh, sync (an automated Application, --sync-automated), generate (its manifests asked for before that sync, --generate-first), fallback_refresh (after a sync that didn't deploy the release).",
 		}, []string{"trigger"}),
 		argoErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bucketops_argocd_errors_total",
-			Help: "Failed Argo CD calls by call (refresh, sync, list, watch) and gRPC code.",
+			Help: "Failed Argo CD calls by call (refresh, sync, get_manifests, list, watch) and gRPC code.",
 		}, []string{"call", "code"}),
 		polls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bucketops_polls_total",

@@ -140,6 +140,9 @@ func (d *Deployer) refreshApplication(ctx context.Context, app string, gen int64
 func (d *Deployer) syncAutomated(ctx context.Context, app string, gen int64, written, received time.Time, a *v1alpha1.Application) error {
 	name, ns, project := a.Name, d.index.key(a).Namespace, a.Spec.Project
 	prune := a.Spec.SyncPolicy.Automated.Prune
+	if d.cfg.GenerateFirst {
+		d.generateFirst(ctx, app, gen, a)
+	}
 	requested := time.Now()
 	d.metrics.triggers.WithLabelValues("sync").Inc()
 	if err := d.sync(ctx, d.client(), name, ns, project, prune, automatedRetry(a)); err != nil {
@@ -149,6 +152,43 @@ func (d *Deployer) syncAutomated(ctx context.Context, app string, gen int64, wri
 	d.log.Info("sync started", "app", app, "generation", gen, "application", d.index.key(a).String(), "prune", prune)
 	d.confirmLater(ctx, app, gen, d.index.key(a), project, requested)
 	return nil
+}
+
+// generateFirst asks argocd-server for a's manifests at the commit of
+// generation gen, before the sync is requested, so that the repo-server
+// generates the release once and caches it. Without it a release can be
+// generated twice at once: the sync's write to the Application makes the
+// controller look at it, and one last compared longer ago than
+// timeout.reconciliation gets a comparison of its own ("comparison
+// expired") beside the sync's; both miss the manifest cache, and the
+// repo-server lets any number of generations of one revision of a plugin
+// source run together. argocd-server asks the repo-server with what the
+// controller sends (the cluster's version and API list, the app's name,
+// namespace and tracking), so its generation is cached under the key
+// both comparisons read. The bridge drops the answer (argocd-server
+// hides Secrets' data in it). A failure is logged and counted, and the
+// sync goes ahead: its comparison generates again and reports what
+// failed in the Application's conditions.
+func (d *Deployer) generateFirst(ctx context.Context, app string, gen int64, a *v1alpha1.Application) {
+	if d.cfg.Revisions == nil {
+		return
+	}
+	k := d.index.key(a)
+	cctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
+	defer cancel()
+	sha, err := d.cfg.Revisions.Commit(cctx, app, gen)
+	if err != nil {
+		d.log.Warn("no commit for the release; syncing without generating first", "app", app, "generation", gen, "application", k.String(), "error", err)
+		return
+	}
+	argo := d.client()
+	d.metrics.triggers.WithLabelValues("generate").Inc()
+	name, ns, project := k.Name, k.Namespace, a.Spec.Project
+	if _, err := argo.GetManifests(cctx, &application.ApplicationManifestQuery{Name: &name, AppNamespace: &ns, Project: &project, Revision: &sha}); err != nil {
+		d.metrics.argoErrors.WithLabelValues("get_manifests", status.Code(err).String()).Inc()
+		d.reauthenticate(argo, err)
+		d.log.Warn("argo cd couldn't generate the release before its sync; syncing anyway", "app", app, "generation", gen, "application", k.String(), "error", err)
+	}
 }
 
 // automatedSyncRetries is how often Argo CD's automated sync retries a

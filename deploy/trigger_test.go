@@ -2,12 +2,14 @@ package deploy_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
 	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
 	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
+	"google.golang.org/grpc/codes"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bucketops/bucketops/deploy"
@@ -215,5 +217,59 @@ func TestATombstoneIsRefreshedNeverSynced(t *testing.T) {
 	waitCalls(t, argo, "refresh", "auto", 1)
 	if syncs := argo.Syncs(); len(syncs) != 1 {
 		t.Errorf("%d syncs, want only the first release's: a sync of the tombstone prunes the app's resources: %+v", len(syncs), syncs)
+	}
+}
+
+// With GenerateFirst, the bridge asks Argo CD for an automated
+// Application's manifests at the release's commit before it syncs, so the
+// repo-server generates the release before any comparison needs it; when
+// Argo CD can't answer, the sync still goes ahead.
+func TestSyncFirstAsksForTheReleasesManifestsBeforeTheSync(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		generateFirst bool
+		fail          bool
+	}{
+		{name: "generate first", generateFirst: true},
+		{name: "generate first fails", generateFirst: true, fail: true},
+		{name: "off", generateFirst: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			argo := argocdtest.New(t)
+			st := storetest.New(t, true).Store(t, "")
+			view, url := gitView(t, argo, st)
+			argo.Put(automatedApp("auto", "prod/payments", url("prod/payments")))
+			if tc.fail {
+				argo.FailNext("manifests", codes.Unavailable, 1)
+			}
+			r := newRig(t, argo, st, func(c *deploy.Config) {
+				c.Revisions, c.SyncAutomated, c.GenerateFirst = view, true, tc.generateFirst
+			})
+			gen := publish(t, st, "prod/payments", "one")
+			r.deployer.Notify(deploy.Event{App: "prod/payments", Generation: gen, Source: deploy.SourcePush})
+			waitCalls(t, argo, "sync", "auto", 1)
+			waitState(t, r.deployer, gen, deploy.StateDeployed)
+			sha, err := view.Commit(context.Background(), "prod/payments", gen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var methods []string
+			for _, c := range argo.Calls() {
+				if c.Name != "auto" {
+					continue
+				}
+				methods = append(methods, c.Method)
+				if c.Method == "manifests" && c.Revision != sha {
+					t.Errorf("manifests asked for at %q, want the release's commit %s", c.Revision, sha)
+				}
+			}
+			want := []string{"sync"}
+			if tc.generateFirst && !tc.fail {
+				want = []string{"manifests", "sync"}
+			}
+			if !slices.Equal(methods, want) {
+				t.Errorf("calls for auto: %v, want %v", methods, want)
+			}
+		})
 	}
 }

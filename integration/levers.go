@@ -18,6 +18,10 @@ type levers struct {
 	// syncFirst: the bridge syncs an automated Application instead of
 	// refreshing it (--sync-automated).
 	syncFirst bool
+	// generateFirst: with syncFirst, the bridge has Argo CD generate the
+	// release before the sync (--generate-first), so that a comparison
+	// beside the sync's finds it cached.
+	generateFirst bool
 	// basicAuth: forceHttpBasicAuth on the git view's repository
 	// credentials, so git sends them without a 401 and no askpass runs.
 	basicAuth bool
@@ -34,7 +38,7 @@ type levers struct {
 }
 
 // leverNames are the install's levers; fleet.NoValidate is named apart.
-var leverNames = []string{"sync-first", "basic-auth", "tar-exclude", "template"}
+var leverNames = []string{"sync-first", "basic-auth", "tar-exclude", "template", "generate-first"}
 
 // parseLevers reads BENCH_ARGOCD_LEVERS: "none", or names separated by
 // commas, each "all" (the install's levers, also what "" means), one of
@@ -50,7 +54,7 @@ func parseLevers(v string) (levers, error) {
 	for name := range strings.SplitSeq(v, ",") {
 		switch strings.TrimSpace(name) {
 		case "all":
-			l.syncFirst, l.basicAuth, l.tarExclude, l.template = true, true, true, true
+			l.syncFirst, l.basicAuth, l.tarExclude, l.template, l.generateFirst = true, true, true, true, true
 		case fleet.NoValidate:
 			l.noValidate = true
 		case "sync-first":
@@ -61,6 +65,8 @@ func parseLevers(v string) (levers, error) {
 			l.tarExclude = true
 		case "template":
 			l.template = true
+		case "generate-first":
+			l.generateFirst = true
 		default:
 			return levers{}, fmt.Errorf("BENCH_ARGOCD_LEVERS: %q is not a lever; use all, none or some of %s,%s", name, strings.Join(leverNames, ","), fleet.NoValidate)
 		}
@@ -70,7 +76,7 @@ func parseLevers(v string) (levers, error) {
 
 // names lists the levers on, in leverNames' order, then no-validate.
 func (l levers) names() []string {
-	on := []bool{l.syncFirst, l.basicAuth, l.tarExclude, l.template}
+	on := []bool{l.syncFirst, l.basicAuth, l.tarExclude, l.template, l.generateFirst}
 	var out []string
 	for i, n := range leverNames {
 		if on[i] {

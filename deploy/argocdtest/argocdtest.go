@@ -2,8 +2,8 @@
 // generated gRPC service (application.ApplicationServiceServer) on a
 // loopback port, reached through Argo CD's own client. It keeps
 // Applications in memory, streams their changes to watchers as
-// argocd-server does, records refreshes and syncs, and answers them with
-// scripted outcomes. With Resolve it resolves an Application's
+// argocd-server does, records refreshes, syncs and requests for
+// manifests, and answers them with scripted outcomes. With Resolve it resolves an Application's
 // targetRevision on each refresh, as the repo-server does (LsRemote does it
 // the way Argo CD does, with go-git against the bridge's git view).
 //
@@ -31,6 +31,7 @@ import (
 	"github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
 	"github.com/argoproj/argo-cd/v2/pkg/apiclient/version"
 	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	"github.com/argoproj/argo-cd/v2/reposerver/apiclient"
 	"github.com/argoproj/gitops-engine/pkg/health"
 	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
 	"google.golang.org/grpc"
@@ -48,9 +49,9 @@ import (
 // Namespace is the control-plane namespace Applications live in by default.
 const Namespace = "argocd"
 
-// Call is one recorded refresh or sync.
+// Call is one recorded refresh, sync or request for manifests.
 type Call struct {
-	// Method is "refresh" or "sync".
+	// Method is "refresh", "sync" or "manifests".
 	Method    string
 	Name      string
 	Namespace string
@@ -64,7 +65,7 @@ type Call struct {
 	// Refresh is the refresh's type: "normal" or "hard".
 	Refresh string
 	// Revision is, for a refresh or a sync, the revision it resolved
-	// (Resolve).
+	// (Resolve); for manifests, the revision asked for.
 	Revision string
 	// Retries is, for a sync, how often its operation would be retried,
 	// as argocd-server decides it: the request's retry strategy, else the
@@ -628,6 +629,24 @@ func (v *service) Sync(ctx context.Context, req *application.ApplicationSyncRequ
 	}
 	s.storeLocked(watch.Modified, a)
 	return a.DeepCopy(), nil
+}
+
+// GetManifests records a request for an Application's manifests (Method
+// "manifests", Revision the revision asked for) and answers with none;
+// FailNext("manifests", …) and Delay("manifests", …) script it.
+func (v *service) GetManifests(ctx context.Context, q *application.ApplicationManifestQuery) (*apiclient.ManifestResponse, error) {
+	s := v.s
+	if err := s.enter(ctx, "manifests"); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.apps[key(q.GetAppNamespace(), q.GetName())]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "applications.argoproj.io %q not found", q.GetName())
+	}
+	s.calls = append(s.calls, Call{Method: "manifests", Name: a.Name, Namespace: a.Namespace, At: time.Now(), Peer: peerAddr(ctx), Revision: q.GetRevision()})
+	return &apiclient.ManifestResponse{Revision: q.GetRevision()}, nil
 }
 
 func cmpOr(a, b string) string {
