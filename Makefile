@@ -92,9 +92,10 @@ bench-argocd: e2e-deps
 
 # What each lever of the install buys: the race once per step, bucketops'
 # feed only (200 apps, 1 burst, a 1-minute stream unless BENCH_ARGOCD_*
-# say otherwise), each step one more lever on; rewrites the
-# bench-argocd-levers section of docs/benchmarks.md. About 15 minutes a step.
-BENCH_ARGOCD_LEVER_STEPS ?= none sync-first sync-first,basic-auth sync-first,basic-auth,tar-exclude all
+# say otherwise), each step one more lever on (the last, all, adds
+# generate-first); rewrites the bench-argocd-levers section of
+# docs/benchmarks.md. About 15 minutes a step.
+BENCH_ARGOCD_LEVER_STEPS ?= none sync-first sync-first,basic-auth sync-first,basic-auth,tar-exclude sync-first,basic-auth,tar-exclude,template all
 bench-argocd-levers: e2e-deps
 	@mkdir -p $(BIN)
 	@n=0; reports=; for step in $(BENCH_ARGOCD_LEVER_STEPS); do \

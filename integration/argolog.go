@@ -139,3 +139,18 @@ func (w *webhookLog) add(line, appPrefix string) {
 func (w webhookLog) done(posted int) bool {
 	return w.Received >= posted && w.Completed >= w.Started && w.Requested/2+w.Failed >= w.Queued
 }
+
+// isExpiredComparison reports whether line, from
+// argocd-application-controller's log, starts a comparison of the
+// Application name because its last one is older than
+// timeout.reconciliation:
+//
+//	Refreshing app status (comparison expired, requesting refresh. reconciledAt: …, expiry: 1m0s), level (2)
+func isExpiredComparison(line, name string) bool {
+	msg, f, ok := logLine(line)
+	app := f["application"]
+	if _, n, qualified := strings.Cut(app, "/"); qualified {
+		app = n
+	}
+	return ok && app == name && strings.HasPrefix(msg, "Refreshing app status (comparison expired")
+}

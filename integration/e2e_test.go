@@ -112,6 +112,21 @@ func (l *timingLog) print() {
 // bridge's --sync does it).
 func createApplication(t *testing.T, name, app, namespace string) {
 	t.Helper()
+	applyApplication(t, name, app, namespace, "")
+}
+
+// createAutomatedApplication is createApplication with automated sync,
+// pruning, as an ApplicationSet's Applications usually have: the bridge
+// syncs it rather than refreshing it (sync-first).
+func createAutomatedApplication(t *testing.T, name, app, namespace string) {
+	t.Helper()
+	applyApplication(t, name, app, namespace, "\n    automated: {prune: true}")
+}
+
+// applyApplication applies createApplication's Application, with policy
+// added to its syncPolicy.
+func applyApplication(t *testing.T, name, app, namespace, policy string) {
+	t.Helper()
 	body := fmt.Sprintf(`apiVersion: argoproj.io/v1alpha1
 kind: Application
 metadata:
@@ -129,8 +144,8 @@ spec:
     server: https://kubernetes.default.svc
     namespace: %s
   syncPolicy:
-    syncOptions: [CreateNamespace=true]
-`, name, st.gitViewURL(app), namespace)
+    syncOptions: [CreateNamespace=true]%s
+`, name, st.gitViewURL(app), namespace, policy)
 	if err := st.kube.apply("/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/"+name, []byte(body)); err != nil {
 		t.Fatal(err)
 	}
