@@ -534,15 +534,11 @@ func (v *service) Watch(q *application.ApplicationQuery, stream application.Appl
 // controller has refreshed.
 func (v *service) Get(ctx context.Context, q *application.ApplicationQuery) (*v1alpha1.Application, error) {
 	s := v.s
-	if err := s.enter(ctx, "get"); err != nil {
+	a, err := s.enterApp(ctx, "get", q.GetAppNamespace(), q.GetName())
+	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	a, ok := s.apps[key(q.GetAppNamespace(), q.GetName())]
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "applications.argoproj.io %q not found", q.GetName())
-	}
 	if q.Refresh == nil {
 		return a.DeepCopy(), nil
 	}
@@ -575,15 +571,11 @@ func (v *service) Get(ctx context.Context, q *application.ApplicationQuery) (*v1
 // Sync records the sync and applies OnSync.
 func (v *service) Sync(ctx context.Context, req *application.ApplicationSyncRequest) (*v1alpha1.Application, error) {
 	s := v.s
-	if err := s.enter(ctx, "sync"); err != nil {
+	a, err := s.enterApp(ctx, "sync", req.GetAppNamespace(), req.GetName())
+	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	a, ok := s.apps[key(req.GetAppNamespace(), req.GetName())]
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "applications.argoproj.io %q not found", req.GetName())
-	}
 	// As argocd-server: an automated Application syncs to its own
 	// targetRevision only, and the revision is resolved afresh (Resolve).
 	if p := a.Spec.SyncPolicy; p != nil && p.Automated != nil && req.GetRevision() != "" && req.GetRevision() != cmpOr(a.Spec.GetSource().TargetRevision, "HEAD") {
@@ -631,20 +623,32 @@ func (v *service) Sync(ctx context.Context, req *application.ApplicationSyncRequ
 	return a.DeepCopy(), nil
 }
 
+// enterApp applies FailNext and Delay to a call of method about an
+// Application, then finds it, answering as argocd-server does for one
+// that doesn't exist. It returns with s.mu held, unless it fails.
+func (s *Server) enterApp(ctx context.Context, method, namespace, name string) (*v1alpha1.Application, error) {
+	if err := s.enter(ctx, method); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	a, ok := s.apps[key(namespace, name)]
+	if !ok {
+		s.mu.Unlock()
+		return nil, status.Errorf(codes.NotFound, "applications.argoproj.io %q not found", name)
+	}
+	return a, nil
+}
+
 // GetManifests records a request for an Application's manifests (Method
 // "manifests", Revision the revision asked for) and answers with none;
 // FailNext("manifests", …) and Delay("manifests", …) script it.
 func (v *service) GetManifests(ctx context.Context, q *application.ApplicationManifestQuery) (*apiclient.ManifestResponse, error) {
 	s := v.s
-	if err := s.enter(ctx, "manifests"); err != nil {
+	a, err := s.enterApp(ctx, "manifests", q.GetAppNamespace(), q.GetName())
+	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	a, ok := s.apps[key(q.GetAppNamespace(), q.GetName())]
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "applications.argoproj.io %q not found", q.GetName())
-	}
 	s.calls = append(s.calls, Call{Method: "manifests", Name: a.Name, Namespace: a.Namespace, At: time.Now(), Peer: peerAddr(ctx), Revision: q.GetRevision()})
 	return &apiclient.ManifestResponse{Revision: q.GetRevision()}, nil
 }
