@@ -70,8 +70,9 @@ type Config struct {
 	// Application with automated sync (trigger.go says why).
 	SyncAutomated bool
 	// GenerateFirst, with SyncAutomated, has Argo CD generate the release
-	// (GetManifests at its commit) before the sync, so that a comparison
-	// running beside the sync's finds it cached (trigger.go).
+	// (GetManifests at its commit, from Revisions, which it needs) before
+	// the sync, so that a comparison running beside the sync's finds it
+	// cached (trigger.go).
 	GenerateFirst bool
 	// Workers bounds concurrent Argo CD calls (default 16). A refresh
 	// waits for Argo CD to generate the app's manifests, so this is how
@@ -128,6 +129,9 @@ type Deployer struct {
 func New(cfg Config) (*Deployer, error) {
 	if cfg.Releases == nil {
 		return nil, errors.New("deploy: no releases store")
+	}
+	if cfg.GenerateFirst && cfg.Revisions == nil {
+		return nil, errors.New("deploy: GenerateFirst needs Revisions, the git view that names a release's commit")
 	}
 	if cfg.Logger == nil {
 		return nil, errors.New("deploy: no logger")

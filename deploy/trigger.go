@@ -141,7 +141,7 @@ func (d *Deployer) syncAutomated(ctx context.Context, app string, gen int64, wri
 	name, ns, project := a.Name, d.index.key(a).Namespace, a.Spec.Project
 	prune := a.Spec.SyncPolicy.Automated.Prune
 	if d.cfg.GenerateFirst {
-		d.generateFirst(ctx, app, gen, a)
+		d.generateFirst(ctx, app, gen, d.index.key(a), project)
 	}
 	requested := time.Now()
 	d.metrics.triggers.WithLabelValues("sync").Inc()
@@ -169,11 +169,7 @@ func (d *Deployer) syncAutomated(ctx context.Context, app string, gen int64, wri
 // hides Secrets' data in it). A failure is logged and counted, and the
 // sync goes ahead: its comparison generates again and reports what
 // failed in the Application's conditions.
-func (d *Deployer) generateFirst(ctx context.Context, app string, gen int64, a *v1alpha1.Application) {
-	if d.cfg.Revisions == nil {
-		return
-	}
-	k := d.index.key(a)
+func (d *Deployer) generateFirst(ctx context.Context, app string, gen int64, k appKey, project string) {
 	cctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
 	defer cancel()
 	sha, err := d.cfg.Revisions.Commit(cctx, app, gen)
@@ -183,8 +179,7 @@ func (d *Deployer) generateFirst(ctx context.Context, app string, gen int64, a *
 	}
 	argo := d.client()
 	d.metrics.triggers.WithLabelValues("generate").Inc()
-	name, ns, project := k.Name, k.Namespace, a.Spec.Project
-	if _, err := argo.GetManifests(cctx, &application.ApplicationManifestQuery{Name: &name, AppNamespace: &ns, Project: &project, Revision: &sha}); err != nil {
+	if _, err := argo.GetManifests(cctx, &application.ApplicationManifestQuery{Name: &k.Name, AppNamespace: &k.Namespace, Project: &project, Revision: &sha}); err != nil {
 		d.metrics.argoErrors.WithLabelValues("get_manifests", status.Code(err).String()).Inc()
 		d.reauthenticate(argo, err)
 		d.log.Warn("argo cd couldn't generate the release before its sync; syncing anyway", "app", app, "generation", gen, "application", k.String(), "error", err)

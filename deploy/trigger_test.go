@@ -9,6 +9,7 @@ import (
 	"github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
 	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
 	synccommon "github.com/argoproj/gitops-engine/pkg/sync/common"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -269,6 +270,15 @@ func TestSyncFirstAsksForTheReleasesManifestsBeforeTheSync(t *testing.T) {
 			}
 			if !slices.Equal(methods, want) {
 				t.Errorf("calls for auto: %v, want %v", methods, want)
+			}
+			// The failed call was made, and counted: not skipped.
+			failed := &labelled{reg: r.registry, name: "bucketops_argocd_errors_total", labels: map[string]string{"call": "get_manifests"}}
+			got := 0.0
+			if testutil.CollectAndCount(failed) > 0 {
+				got = testutil.ToFloat64(failed)
+			}
+			if want := map[bool]float64{true: 1}[tc.fail]; got != want {
+				t.Errorf("failed get_manifests calls counted: %v, want %v", got, want)
 			}
 		})
 	}
