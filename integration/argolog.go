@@ -63,11 +63,17 @@ func logLine(line string) (msg string, fields map[string]string, ok bool) {
 // namespace/name, 3.x name).
 func isReconcile(line, appPrefix string) bool {
 	msg, f, ok := logLine(line)
-	name := f["application"]
+	return ok && msg == "Reconciliation completed" && strings.HasPrefix(applicationName(f), appPrefix)
+}
+
+// applicationName is the Application a controller log line is about: 2.14
+// names it namespace/name, 3.x name.
+func applicationName(fields map[string]string) string {
+	name := fields["application"]
 	if _, n, qualified := strings.Cut(name, "/"); qualified {
-		name = n
+		return n
 	}
-	return ok && msg == "Reconciliation completed" && strings.HasPrefix(name, appPrefix)
+	return name
 }
 
 // isAppSetReconcile reports whether line, from the ApplicationSet
@@ -148,9 +154,5 @@ func (w webhookLog) done(posted int) bool {
 //	Refreshing app status (comparison expired, requesting refresh. reconciledAt: …, expiry: 1m0s), level (2)
 func isExpiredComparison(line, name string) bool {
 	msg, f, ok := logLine(line)
-	app := f["application"]
-	if _, n, qualified := strings.Cut(app, "/"); qualified {
-		app = n
-	}
-	return ok && app == name && strings.HasPrefix(msg, "Refreshing app status (comparison expired")
+	return ok && applicationName(f) == name && strings.HasPrefix(msg, "Refreshing app status (comparison expired")
 }
