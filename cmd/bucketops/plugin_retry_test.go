@@ -135,7 +135,7 @@ func TestPluginAsksAgainWhatMayPass(t *testing.T) {
 	})
 	t.Run("a connection cut mid-answer", func(t *testing.T) {
 		a := &answers{cut: 2}
-		r := generateThroughCuts(t, a).must(t)
+		r := generateThroughProxy(t, a).must(t)
 		if strings.Count(r.stdout, "apiVersion: v1") != 1 || !strings.Contains(r.stdout, `value: "1"`) {
 			t.Errorf("stdout is not the release alone: %q", r.stdout)
 		}
@@ -145,7 +145,7 @@ func TestPluginAsksAgainWhatMayPass(t *testing.T) {
 	})
 	t.Run("a gateway whose bridge is restarting", func(t *testing.T) {
 		a := &answers{gateway: 1}
-		r := generateThroughCuts(t, a).must(t)
+		r := generateThroughProxy(t, a).must(t)
 		if !strings.Contains(r.stdout, `value: "1"`) {
 			t.Errorf("stdout is not the release: %q", r.stdout)
 		}
@@ -155,7 +155,7 @@ func TestPluginAsksAgainWhatMayPass(t *testing.T) {
 	})
 	t.Run("cut every time", func(t *testing.T) {
 		a := &answers{cut: 100}
-		r := generateThroughCuts(t, a)
+		r := generateThroughProxy(t, a)
 		if r.code == 0 || r.stdout != "" || !strings.Contains(r.stderr, "reading the bridge's answer") {
 			t.Errorf("exit %d, stdout %q, stderr %q; want a failure naming the cut answer and nothing on stdout", r.code, r.stdout, r.stderr)
 		}
@@ -181,10 +181,10 @@ func TestPluginAsksAgainWhatMayPass(t *testing.T) {
 	})
 }
 
-// generateThroughCuts runs the plugin for a published prod/api behind a
-// proxy that cuts a.cut connections, then answers a.gateway times as a
-// gateway, first.
-func generateThroughCuts(t *testing.T, a *answers) result {
+// generateThroughProxy runs the plugin for a published prod/api behind a
+// proxy that first cuts a.cut connections, then answers a.gateway times as
+// a gateway whose backend is down, then passes the bridge's answers on.
+func generateThroughProxy(t *testing.T, a *answers) result {
 	t.Helper()
 	st := startAPI(t)
 	publish(t, st, "prod/api", configMap("a", "1"))
