@@ -884,8 +884,12 @@ func race(t *testing.T, size fleetSize, feeds []feed, clear bool) []fleet.Feed {
 			t.Run("stream "+f.name(), func(t *testing.T) {
 				setup(t, f)
 				rest := comeToRest(t)
+				hooks := readWebhookLog(f.appPrefix())
 				sr := runStream(t, f, size)
 				sr.Rest = &rest
+				if w := readWebhookLog(f.appPrefix()); w.Received > hooks.Received {
+					t.Logf("%s stream: argocd-server moved the cached manifests of untouched apps %d times, and couldn't %d times", f.name(), w.Moved-hooks.Moved, w.Missed-hooks.Missed)
+				}
 				t.Logf("%s stream: %d releases, p50 %s, p99 %s, %d missed, %d generations, %.1f CPU s", f.name(), sr.Releases, fleet.Percentile(sr.Latencies, 50), fleet.Percentile(sr.Latencies, 99), sr.Missed, sr.Generations, sr.CPU)
 				results[i].Stream = &sr
 				teardown(t, f)
