@@ -109,11 +109,19 @@ type webhookLog struct {
 	// couldn't ("Failed to refresh app 'NAME' ...", once). 3.x only:
 	// v2.14 refreshes within the handler and logs none of them.
 	Queued, Requested, Failed int
+	// Moved counts the prefix's Applications whose files a push didn't
+	// touch (manifest-generate-paths) and whose cached manifests
+	// argocd-server moved to the push's revision ("manifests cache
+	// moved"), so that their next comparison generates nothing; Missed
+	// those it couldn't move, because nothing was cached at the revision
+	// before the push ("manifest cache miss while moving ..."), or for an
+	// error ("Failed to store cached manifests ..."). 3.x only.
+	Moved, Missed int
 }
 
 // webhookLogMessages are the messages webhookLog counts, matched before a
 // line is parsed: teardown reads the whole log four times a second.
-var webhookLogMessages = []string{"Received push event", "Webhook handler", "refreshing app from webhook", "Requested app '", "Failed to refresh app '"}
+var webhookLogMessages = []string{"Received push event", "Webhook handler", "refreshing app from webhook", "Requested app '", "Failed to refresh app '", "manifests cache moved", "manifest cache miss while moving", "Failed to store cached manifests"}
 
 // add counts line of argocd-server's log.
 func (w *webhookLog) add(line, appPrefix string) {
@@ -137,6 +145,11 @@ func (w *webhookLog) add(line, appPrefix string) {
 		w.Requested++
 	case strings.HasPrefix(msg, "Failed to refresh app '"+appPrefix):
 		w.Failed++
+	case !strings.HasPrefix(fields["application"], appPrefix): // another feed's
+	case msg == "manifests cache moved":
+		w.Moved++
+	case strings.HasPrefix(msg, "manifest cache miss while moving"), strings.HasPrefix(msg, "Failed to store cached manifests"):
+		w.Missed++
 	}
 }
 

@@ -70,6 +70,20 @@ func TestWebhookLog(t *testing.T) {
 	if w.done(2) {
 		t.Error("done with one of two webhooks posted taken up")
 	}
+	// With manifest-generate-paths, v3.6 moves the cached manifests of
+	// the apps a push didn't touch, or says why it couldn't.
+	var moves webhookLog
+	for _, line := range []string{
+		`{"app-namespace":"argocd","application":"bench-git-paths-app-002","level":"info","msg":"manifests cache moved","new_cacheKey":"b","old_cacheKey":"a","time":"2026-12-07T10:00:00Z"}`,
+		`{"app-namespace":"argocd","application":"bench-git-paths-app-003","level":"info","msg":"manifest cache miss while moving manifests cache to the new revision","new_cacheKey":"b","old_cacheKey":"a","time":"2026-12-07T10:00:00Z"}`,
+		`{"app-namespace":"argocd","application":"bench-git-paths-app-004","level":"warning","msg":"Failed to store cached manifests of previous revision: error getting cluster info: cache: key is missing","time":"2026-12-07T10:00:00Z"}`,
+		`{"app-namespace":"argocd","application":"bench-app-004","level":"info","msg":"manifests cache moved","time":"2026-12-07T10:00:00Z"}`,
+	} {
+		moves.add(line, "bench-git-paths-app-")
+	}
+	if want := (webhookLog{Moved: 1, Missed: 2}); moves != want {
+		t.Errorf("cache moves counted %+v, want %+v", moves, want)
+	}
 	// v2.14 logs only that it took the push up.
 	var old webhookLog
 	old.add(`time="2026-12-07T10:00:00Z" level=info msg="Received push event repo: http://127.0.0.1:4000/bench-git, revision: main, touchedHead: true"`, "bench-git-app-")

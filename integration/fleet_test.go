@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/cgi"
@@ -630,6 +631,60 @@ func procTicks(pid int, fields ...int) float64 {
 	return ticks / 100 // USER_HZ
 }
 
+// restWindow, restMargin and restLimit are how comeToRest waits.
+const (
+	restWindow = 15 * time.Second
+	restMargin = 0.1 // cores
+	restLimit  = 5 * time.Minute
+)
+
+// comeToRest waits until the stack's CPU has stopped falling: window by
+// window, until a window's is no more than restMargin below the quietest
+// before it, or restLimit has passed. Work a setup set off (comparisons,
+// refreshes, a previous feed's leftovers) drains first, so that a stream
+// doesn't pay for it; the steady load that remains (Argo CD's timer
+// comparing the apps) every stream pays alike. Periodic load stops the
+// wait as soon as a window is no quieter than one before it.
+func comeToRest(t *testing.T) fleet.Rest {
+	t.Helper()
+	sample := func() map[string]float64 {
+		cpu := map[string]float64{}
+		for _, p := range st.running() {
+			cpu[p.name] += cpuSeconds(p.cmd.Process.Pid)
+		}
+		return cpu
+	}
+	var rest fleet.Rest
+	quietest := math.Inf(1)
+	start, prev := time.Now(), sample()
+	for n := 0; ; n++ {
+		time.Sleep(restWindow)
+		now := sample()
+		cores, busiest, busiestCores := 0.0, "", 0.0
+		for name, v := range now {
+			c := (v - prev[name]) / restWindow.Seconds()
+			cores += c
+			if c > busiestCores {
+				busiest, busiestCores = name, c
+			}
+		}
+		prev = now
+		rest.Wait, rest.Last = time.Since(start), cores
+		if n == 0 {
+			rest.First, rest.Busiest, rest.BusiestCores = cores, busiest, busiestCores
+		}
+		t.Logf("the stack at rest? %.2f cores over the last %s (the busiest: %s, %.2f)", cores, restWindow, busiest, busiestCores)
+		if cores > quietest-restMargin {
+			rest.Settled = true
+			return rest
+		}
+		if rest.Wait >= restLimit {
+			return rest
+		}
+		quietest = min(quietest, cores)
+	}
+}
+
 // runBurst releases every app of f at once and measures it; others are
 // the feeds whose Applications sit idle in the cluster meanwhile.
 func runBurst(t *testing.T, f feed, others []feed, size fleetSize, id string) fleet.Burst {
@@ -774,8 +829,9 @@ func (c cost) report() fleet.Cost {
 //   - streams: every feed is torn down (with clear, its namespace deleted
 //     too, so that the resources preserveResourcesOnDeletion keeps leave
 //     the cluster and Argo CD's cluster cache), then each feed in turn is
-//     set up again alone, streams and is torn down, so that a stream's cost
-//     per release is of that feed only.
+//     set up again alone, waits for the stack to come to rest
+//     (comeToRest), streams and is torn down, so that a stream's cost per
+//     release is of that feed only.
 //
 // A feed whose setup fails is left out of what follows.
 func race(t *testing.T, size fleetSize, feeds []feed, clear bool) []fleet.Feed {
@@ -827,7 +883,13 @@ func race(t *testing.T, size fleetSize, feeds []feed, clear bool) []fleet.Feed {
 		for i, f := range feeds {
 			t.Run("stream "+f.name(), func(t *testing.T) {
 				setup(t, f)
+				rest := comeToRest(t)
+				hooks := readWebhookLog(f.appPrefix())
 				sr := runStream(t, f, size)
+				sr.Rest = &rest
+				if w := readWebhookLog(f.appPrefix()); w.Received > hooks.Received {
+					t.Logf("%s stream: argocd-server moved the cached manifests of untouched apps %d times, and couldn't %d times", f.name(), w.Moved-hooks.Moved, w.Missed-hooks.Missed)
+				}
 				t.Logf("%s stream: %d releases, p50 %s, p99 %s, %d missed, %d generations, %.1f CPU s", f.name(), sr.Releases, fleet.Percentile(sr.Latencies, 50), fleet.Percentile(sr.Latencies, 99), sr.Missed, sr.Generations, sr.CPU)
 				results[i].Stream = &sr
 				teardown(t, f)

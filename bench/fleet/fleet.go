@@ -61,7 +61,26 @@ type Stream struct {
 	// Missed releases weren't live 2 minutes after the stream ended.
 	Missed  int             `json:"missed"`
 	Publish []time.Duration `json:"publish"`
+	// Rest is how the stack came to rest before the stream, the feed's
+	// apps deployed; nil in reports from before the race measured it.
+	Rest *Rest `json:"rest,omitempty"`
 	Cost
+}
+
+// Rest is how the stack came to rest before a stream: the race waited,
+// window by window, until a window's CPU was no more than a margin below
+// the quietest window before it (the work the setup set off had drained,
+// and what remained was the stack's own steady load), or a limit passed.
+// Cores are the CPU seconds of every process of the stack per second.
+type Rest struct {
+	Wait  time.Duration `json:"wait"`
+	First float64       `json:"first_cores"`
+	Last  float64       `json:"last_cores"`
+	// Busiest is the process that took the most CPU in the first window.
+	Busiest      string  `json:"busiest"`
+	BusiestCores float64 `json:"busiest_cores"`
+	// Settled is false when the limit passed first.
+	Settled bool `json:"settled"`
 }
 
 // Feed is one way of feeding the fleet, raced.
@@ -340,10 +359,32 @@ func Render(r Report, chart string) string {
 				perRelease(s, float64(s.Generations)), perRelease(s, s.ArgoCPU(f.Name)), perRelease(s, s.CPU), perRelease(s, float64(s.Reconciles)), s.AppSetReconciles, s.AppSetRequeues, fmtDur(Percentile(s.Publish, 50)))
 		}
 		b.WriteString("\n")
+		renderRests(&b, r)
 	}
 	renderProcesses(&b, r)
 	renderGoals(&b, r)
 	return b.String()
+}
+
+// renderRests writes how the stack came to rest before each stream, for
+// the feeds whose streams measured it.
+func renderRests(b *strings.Builder, r Report) {
+	var rests []string
+	for _, f := range r.Feeds {
+		if !hasStream(&f) || f.Stream.Rest == nil {
+			continue
+		}
+		rest := f.Stream.Rest
+		how := "came to rest after " + fmtDur(rest.Wait)
+		if !rest.Settled {
+			how = "had not come to rest after " + fmtDur(rest.Wait)
+		}
+		rests = append(rests, fmt.Sprintf("%s %s, from %.2f cores to %.2f (at first the busiest: %s, %.2f)", f.Name, how, rest.First, rest.Last, rest.Busiest, rest.BusiestCores))
+	}
+	if len(rests) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "Before each stream, its apps deployed, the race waited for the stack to come to rest (the stack's CPU over a window no longer falling, up to a limit), so that no stream pays for what came before it: %s.\n\n", strings.Join(rests, "; "))
 }
 
 // renderProcesses writes where the CPU went, process by process, and the

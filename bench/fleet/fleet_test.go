@@ -94,6 +94,22 @@ func TestRenderInterleaved(t *testing.T) {
 	}
 }
 
+// A race that let the stack come to rest before each stream says how
+// long that took and from what load, and says so when the limit passed
+// first; a report from before it measured that says nothing of it.
+func TestRenderRests(t *testing.T) {
+	r := sampleReport()
+	if out := Render(r, "x.svg"); strings.Contains(out, "come to rest") {
+		t.Errorf("a report without rests tells of them:\n%s", out)
+	}
+	r.Feeds[0].Stream.Rest = &Rest{Wait: 45 * time.Second, First: 1.52, Last: 0.31, Busiest: "argocd-application-controller", BusiestCores: 1.1, Settled: true}
+	r.Feeds[2].Stream.Rest = &Rest{Wait: 5 * time.Minute, First: 1.9, Last: 1.4, Busiest: "argocd-repo-server", BusiestCores: 0.8}
+	contains(t, Render(r, "x.svg"), "the section lacks %q",
+		"git monorepo came to rest after 45.0 s, from 1.52 cores to 0.31 (at first the busiest: argocd-application-controller, 1.10)",
+		"bucketops had not come to rest after 5.0 min, from 1.90 cores to 1.40 (at first the busiest: argocd-repo-server, 0.80)",
+	)
+}
+
 func TestPercentileAndMedian(t *testing.T) {
 	ds := []time.Duration{5, 1, 4, 2, 3}
 	if Percentile(ds, 50) != 3 || Percentile(ds, 99) != 5 || Percentile(ds, 1) != 1 || Percentile(nil, 50) != 0 {
