@@ -10,6 +10,7 @@ import (
 	"github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/watch"
 )
 
 // The Argo CD calls: connection, refresh, the watch that keeps the index.
@@ -126,6 +127,45 @@ func (d *Deployer) watch(ctx context.Context) {
 	}
 }
 
+// relistAfter is how long after a watch starts the bridge lists the
+// Applications once more (relist).
+const relistAfter = 2 * time.Second
+
+// relist lists the Applications once, relistAfter into a watch, and takes
+// in those the index lacks. argocd-server's Watch lists the Applications,
+// sends them, and only then subscribes to changes: an Application created
+// in between reaches the watch neither way, and would stay unknown to the
+// bridge until it changes or the watch reconnects; a release for it
+// would wait. Applications the index has are left to the watch, whose
+// events are newer than this listing.
+func (d *Deployer) relist(ctx context.Context, argo application.ApplicationServiceClient) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(relistAfter):
+	}
+	lctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
+	defer cancel()
+	list, err := argo.List(lctx, &application.ApplicationQuery{})
+	if err != nil {
+		if ctx.Err() == nil {
+			d.metrics.argoErrors.WithLabelValues("list", status.Code(err).String()).Inc()
+			d.log.Warn("relisting applications after the watch started failed; the watch goes on", "error", err)
+		}
+		return
+	}
+	for i := range list.Items {
+		a := &list.Items[i]
+		if !d.index.addIfAbsent(a) {
+			continue
+		}
+		if app, ok := AppOf(a); ok {
+			d.log.Info("an Application the watch missed was found by listing again", "application", d.index.key(a).String(), "app", app)
+			d.adopt(app)
+		}
+	}
+}
+
 func (d *Deployer) watchOnce(ctx context.Context) error {
 	argo := d.client()
 	lctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
@@ -146,6 +186,7 @@ func (d *Deployer) watchOnce(ctx context.Context) error {
 		d.reauthenticate(argo, err)
 		return fmt.Errorf("watch applications: %w", err)
 	}
+	go d.relist(wctx, argo)
 	for {
 		ev, err := stream.Recv()
 		if err != nil {
@@ -156,5 +197,8 @@ func (d *Deployer) watchOnce(ctx context.Context) error {
 			return fmt.Errorf("watch applications: %w", err)
 		}
 		d.index.apply(ev.Type, &ev.Application)
+		if app, ok := AppOf(&ev.Application); ok && ev.Type != watch.Deleted {
+			d.adopt(app)
+		}
 	}
 }

@@ -130,6 +130,22 @@ func (x *index) apply(typ watch.EventType, a *v1alpha1.Application) {
 	x.version++
 }
 
+// addIfAbsent adds a when the index has no Application of its key, and
+// reports whether it did.
+func (x *index) addIfAbsent(a *v1alpha1.Application) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if _, ok := x.apps[x.key(a)]; ok {
+		return false
+	}
+	if _, ok := AppOf(a); !ok {
+		return false
+	}
+	x.putLocked(a)
+	x.version++
+	return true
+}
+
 func (x *index) putLocked(a *v1alpha1.Application) {
 	k := x.key(a)
 	x.removeLocked(k)

@@ -33,6 +33,11 @@ type appState struct {
 	// older one.
 	compareErr string
 	compareGen int64
+	// orphan: no Application deployed the app when newest was handled.
+	// The first Application for it that the watch stream brings requeues
+	// it (adopt), rather than the release waiting for a newer one or the
+	// next poll.
+	orphan bool
 }
 
 // Notify takes an event. It never blocks on Argo CD: it records the
@@ -72,6 +77,22 @@ func (d *Deployer) Notify(ev Event) bool {
 // wasn't authenticated ("rejected").
 func (d *Deployer) Ignored(source, outcome string) {
 	d.metrics.events.WithLabelValues(source, outcome).Inc()
+}
+
+// adopt requeues app if its newest release found no Application to
+// deploy it: the watch stream has just brought one. The handle in
+// progress, if any, checks the index again when it ends.
+func (d *Deployer) adopt(app string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st := d.apps[app]
+	if st == nil || !st.orphan || st.queued || st.busy {
+		return
+	}
+	st.orphan = false
+	st.queued = true
+	d.log.Info("an Application for the app appeared; deploying its release", "app", app, "generation", st.newest)
+	d.after(0, app)
 }
 
 // after puts app on the queue once delay has passed.
@@ -144,6 +165,17 @@ func (d *Deployer) handle(ctx context.Context, app string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	st.busy = false
+	st.orphan = errors.Is(err, errNoApplication)
+	if st.orphan {
+		err = nil
+		// An Application the watch brought while deploy looked found
+		// nothing to adopt: requeue now.
+		if len(d.index.forApp(app)) > 0 {
+			st.orphan = false
+			st.queued = true
+			d.after(0, app)
+		}
+	}
 	if err == nil {
 		if gen > st.handled {
 			st.handled, st.handledAt = gen, d.now()

@@ -33,6 +33,10 @@ import (
 // checked once the operation finishes; when it didn't (or the operation
 // never started), a refresh follows, as without SyncAutomated.
 
+// errNoApplication: no Application deploys the app. Not a failure: the
+// release waits for one (adopt).
+var errNoApplication = errors.New("no Argo CD Application deploys this app")
+
 // deploy asks Argo CD to take generation gen of app in every Application
 // that deploys it. Before the index has loaded, it fails so the app is
 // retried.
@@ -43,7 +47,7 @@ func (d *Deployer) deploy(ctx context.Context, app string, gen int64, written, r
 	apps := d.index.forApp(app)
 	if len(apps) == 0 {
 		d.log.Info("no Argo CD Application deploys this app", "app", app, "generation", gen)
-		return nil
+		return errNoApplication
 	}
 	// A tombstone renders as nothing. A sync request of ours would prune
 	// every resource of the app, where Argo CD's automated sync refuses an

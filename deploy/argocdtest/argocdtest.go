@@ -77,20 +77,22 @@ type Call struct {
 type Server struct {
 	addr string
 
-	mu        sync.Mutex
-	token     string
-	apps      map[string]*v1alpha1.Application // by namespace/name
-	version   int
-	calls     []Call
-	lists     int
-	watches   int
-	watchers  map[chan *v1alpha1.ApplicationWatchEvent]struct{}
-	onRefresh func(*v1alpha1.Application)
-	renders   func(*v1alpha1.Application) int64
-	resolve   func(*v1alpha1.Application) (string, error)
-	onSync    func(*v1alpha1.Application, *application.ApplicationSyncRequest) error
-	fail      map[string]failure
-	delay     map[string]time.Duration
+	mu       sync.Mutex
+	token    string
+	apps     map[string]*v1alpha1.Application // by namespace/name
+	version  int
+	calls    []Call
+	lists    int
+	watches  int
+	watchers map[chan *v1alpha1.ApplicationWatchEvent]struct{}
+	// listSubscribeGap: BetweenListAndSubscribe.
+	listSubscribeGap func()
+	onRefresh        func(*v1alpha1.Application)
+	renders          func(*v1alpha1.Application) int64
+	resolve          func(*v1alpha1.Application) (string, error)
+	onSync           func(*v1alpha1.Application, *application.ApplicationSyncRequest) error
+	fail             map[string]failure
+	delay            map[string]time.Duration
 }
 
 type failure struct {
@@ -253,6 +255,16 @@ func baseApp(name, namespace string) *v1alpha1.Application {
 			Health: v1alpha1.HealthStatus{Status: health.HealthStatusUnknown},
 		},
 	}
+}
+
+// BetweenListAndSubscribe runs f once, in the next Watch, after it has
+// listed the Applications and before it subscribes to changes, as
+// argocd-server's Watch leaves a gap there: an Application f creates
+// reaches that watcher neither in the listing nor as an event.
+func (s *Server) BetweenListAndSubscribe(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.listSubscribeGap = f
 }
 
 // Put adds or replaces an Application and tells the watchers.
@@ -497,6 +509,15 @@ func (v *service) Watch(q *application.ApplicationQuery, stream application.Appl
 		if matches(q, a) {
 			initial = append(initial, &v1alpha1.ApplicationWatchEvent{Type: watch.Added, Application: *a.DeepCopy()})
 		}
+	}
+	gap := s.listSubscribeGap
+	s.listSubscribeGap = nil
+	if gap != nil {
+		// argocd-server lists, then subscribes (server/application
+		// Watch, 3.6): what changes in between reaches no watcher.
+		s.mu.Unlock()
+		gap()
+		s.mu.Lock()
 	}
 	s.watchers[ch] = struct{}{}
 	s.mu.Unlock()
