@@ -156,10 +156,7 @@ func (d *Deployer) relist(ctx context.Context, argo application.ApplicationServi
 	}
 	for i := range list.Items {
 		a := &list.Items[i]
-		if !d.index.addIfAbsent(a) {
-			continue
-		}
-		if app, ok := AppOf(a); ok {
+		if app, ok := d.index.addIfAbsent(a); ok {
 			d.log.Info("an Application the watch missed was found by listing again", "application", d.index.key(a).String(), "app", app)
 			d.adopt(app)
 		}

@@ -130,20 +130,20 @@ func (x *index) apply(typ watch.EventType, a *v1alpha1.Application) {
 	x.version++
 }
 
-// addIfAbsent adds a when the index has no Application of its key, and
-// reports whether it did.
-func (x *index) addIfAbsent(a *v1alpha1.Application) bool {
+// addIfAbsent adds a, an Application of a bucketops app, when the index
+// has none of its key, and returns the app it deploys if it did.
+func (x *index) addIfAbsent(a *v1alpha1.Application) (string, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if _, ok := x.apps[x.key(a)]; ok {
-		return false
-	}
-	if _, ok := AppOf(a); !ok {
-		return false
+		return "", false
 	}
 	x.putLocked(a)
-	x.version++
-	return true
+	app, ok := x.appOf[x.key(a)]
+	if ok {
+		x.version++
+	}
+	return app, ok
 }
 
 func (x *index) putLocked(a *v1alpha1.Application) {

@@ -85,6 +85,10 @@ func (d *Deployer) Ignored(source, outcome string) {
 func (d *Deployer) adopt(app string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.adoptLocked(app)
+}
+
+func (d *Deployer) adoptLocked(app string) {
 	st := d.apps[app]
 	if st == nil || !st.orphan || st.queued || st.busy {
 		return
@@ -169,11 +173,9 @@ func (d *Deployer) handle(ctx context.Context, app string) {
 	if st.orphan {
 		err = nil
 		// An Application the watch brought while deploy looked found
-		// nothing to adopt: requeue now.
+		// nothing to adopt (busy): adopt it now.
 		if len(d.index.forApp(app)) > 0 {
-			st.orphan = false
-			st.queued = true
-			d.after(0, app)
+			d.adoptLocked(app)
 		}
 	}
 	if err == nil {
