@@ -69,11 +69,19 @@ type Config struct {
 	// SyncAutomated asks Argo CD for a sync instead of a refresh of an
 	// Application with automated sync (trigger.go says why).
 	SyncAutomated bool
-	// GenerateFirst, with SyncAutomated, has Argo CD generate the release
-	// (GetManifests at its commit, from Revisions, which it needs) before
-	// the sync, so that a comparison running beside the sync's finds it
-	// cached (trigger.go).
-	GenerateFirst bool
+	// GenerateFirst, with SyncAutomated, says when Argo CD generates the
+	// release (GetManifests at its commit, from Revisions, which it needs)
+	// before the sync, so that a comparison running beside the sync's
+	// finds it cached (trigger.go): never (the zero value), always, or
+	// only for an Application whose last comparison is about to expire
+	// (GenerateWhenExpiring, against Reconciliation).
+	GenerateFirst GenerateFirst
+	// Reconciliation is Argo CD's timeout.reconciliation (argocd-cm, 120s
+	// unless set): how old an Application's last comparison may be before
+	// any write to the Application starts a comparison of its own. 0 is
+	// Argo CD's timer turned off, when only an Application never compared
+	// has one.
+	Reconciliation time.Duration
 	// Workers bounds concurrent Argo CD calls (default 16). A refresh
 	// waits for Argo CD to generate the app's manifests, so this is how
 	// many apps of a burst Argo CD works on at once; its application
@@ -130,7 +138,7 @@ func New(cfg Config) (*Deployer, error) {
 	if cfg.Releases == nil {
 		return nil, errors.New("deploy: no releases store")
 	}
-	if cfg.GenerateFirst && cfg.Revisions == nil {
+	if cfg.GenerateFirst != GenerateNever && cfg.Revisions == nil {
 		return nil, errors.New("deploy: GenerateFirst needs Revisions, the git view that names a release's commit")
 	}
 	if cfg.Logger == nil {

@@ -144,7 +144,7 @@ func (d *Deployer) refreshApplication(ctx context.Context, app string, gen int64
 func (d *Deployer) syncAutomated(ctx context.Context, app string, gen int64, written, received time.Time, a *v1alpha1.Application) error {
 	name, ns, project := a.Name, d.index.key(a).Namespace, a.Spec.Project
 	prune := a.Spec.SyncPolicy.Automated.Prune
-	if d.cfg.GenerateFirst {
+	if d.shouldGenerateFirst(a) {
 		d.generateFirst(ctx, app, gen, d.index.key(a), project)
 	}
 	requested := time.Now()
@@ -188,6 +188,87 @@ func (d *Deployer) generateFirst(ctx context.Context, app string, gen int64, k a
 		d.reauthenticate(argo, err)
 		d.log.Warn("argo cd couldn't generate the release before its sync; syncing anyway", "app", app, "generation", gen, "application", k.String(), "error", err)
 	}
+}
+
+// GenerateFirst says when the bridge has Argo CD generate a release
+// before it syncs an automated Application (Config.GenerateFirst).
+type GenerateFirst int
+
+const (
+	// GenerateNever syncs at once.
+	GenerateNever GenerateFirst = iota
+	// GenerateWhenExpiring generates first only for an Application whose
+	// last comparison is unknown or older than Config.Reconciliation less
+	// expiryMargin: the only ones whose sync can meet a comparison of the
+	// controller's own. Argo CD's application controller compares an
+	// Application on any change to it once its status.reconciledAt is
+	// older than timeout.reconciliation ("comparison expired",
+	// needRefreshAppStatus and comparisonExpiry in controller/
+	// appcontroller.go, no jitter); the sync's write is such a change. One
+	// compared more recently meets no comparison but the sync's own, and
+	// asking for its manifests first would only cost argocd-server the
+	// call (with its discovery calls to the API server) and delay the
+	// sync by a generation.
+	GenerateWhenExpiring
+	// GenerateAlways generates first for every release.
+	GenerateAlways
+)
+
+// expiryMargin is how much sooner than timeout.reconciliation the bridge
+// counts a comparison as expiring: the time from the bridge reading the
+// Application to the controller taking in the sync's write, a second or
+// two on an idle controller. A controller behind on its queue takes the
+// write in later, when more comparisons have expired, but then its
+// refresh and operation queues rarely reach one Application at once
+// (the fleet race's bursts without generate-first: 0 to 8 second
+// generations for 200 apps).
+const expiryMargin = 10 * time.Second
+
+var generateFirstNames = map[GenerateFirst]string{GenerateNever: "never", GenerateWhenExpiring: "expiring", GenerateAlways: "always"}
+
+// String is the name --generate-first takes.
+func (g GenerateFirst) String() string { return generateFirstNames[g] }
+
+// MarshalText and UnmarshalText make GenerateFirst a flag (flag.TextVar).
+func (g GenerateFirst) MarshalText() ([]byte, error) { return []byte(g.String()), nil }
+
+// UnmarshalText reads never, expiring or always; true and false, what
+// the flag was when it was a switch, are always and never.
+func (g *GenerateFirst) UnmarshalText(b []byte) error {
+	switch v := string(b); v {
+	case "true":
+		*g = GenerateAlways
+	case "false":
+		*g = GenerateNever
+	default:
+		for k, name := range generateFirstNames {
+			if name == v {
+				*g = k
+				return nil
+			}
+		}
+		return fmt.Errorf("%q: want expiring, always or never", v)
+	}
+	return nil
+}
+
+// shouldGenerateFirst says whether a's sync should wait for Argo CD to
+// generate the release first (GenerateFirst).
+func (d *Deployer) shouldGenerateFirst(a *v1alpha1.Application) bool {
+	switch d.cfg.GenerateFirst {
+	case GenerateAlways:
+		return true
+	case GenerateWhenExpiring:
+		at := a.Status.ReconciledAt
+		if at == nil {
+			return true // never compared: Argo CD counts that as expired
+		}
+		if d.cfg.Reconciliation <= 0 {
+			return false
+		}
+		return d.now().Sub(at.Time) >= d.cfg.Reconciliation-expiryMargin
+	}
+	return false
 }
 
 // automatedSyncRetries is how often Argo CD's automated sync retries a

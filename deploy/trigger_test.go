@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -224,27 +225,43 @@ func TestATombstoneIsRefreshedNeverSynced(t *testing.T) {
 // With GenerateFirst, the bridge asks Argo CD for an automated
 // Application's manifests at the release's commit before it syncs, so the
 // repo-server generates the release before any comparison needs it; when
-// Argo CD can't answer, the sync still goes ahead.
+// Argo CD can't answer, the sync still goes ahead. GenerateWhenExpiring
+// asks only where Argo CD's controller would compare the Application on
+// the sync's write: never compared, or last compared about
+// timeout.reconciliation ago.
 func TestSyncFirstAsksForTheReleasesManifestsBeforeTheSync(t *testing.T) {
+	const timeout = 120 * time.Second
 	for _, tc := range []struct {
-		name          string
-		generateFirst bool
-		fail          bool
+		name           string
+		mode           deploy.GenerateFirst
+		reconciliation time.Duration
+		comparedAgo    time.Duration // 0: never compared
+		fail           bool
+		generates      bool
 	}{
-		{name: "generate first", generateFirst: true},
-		{name: "generate first fails", generateFirst: true, fail: true},
-		{name: "off", generateFirst: false},
+		{name: "always", mode: deploy.GenerateAlways, reconciliation: timeout, comparedAgo: time.Second, generates: true},
+		{name: "always, fails", mode: deploy.GenerateAlways, reconciliation: timeout, fail: true},
+		{name: "never", mode: deploy.GenerateNever, reconciliation: timeout},
+		{name: "expiring, never compared", mode: deploy.GenerateWhenExpiring, reconciliation: timeout, generates: true},
+		{name: "expiring, compared 115s ago", mode: deploy.GenerateWhenExpiring, reconciliation: timeout, comparedAgo: 115 * time.Second, generates: true},
+		{name: "expiring, compared 5m ago", mode: deploy.GenerateWhenExpiring, reconciliation: timeout, comparedAgo: 5 * time.Minute, generates: true},
+		{name: "expiring, compared 30s ago", mode: deploy.GenerateWhenExpiring, reconciliation: timeout, comparedAgo: 30 * time.Second},
+		{name: "expiring, Argo CD's timer off", mode: deploy.GenerateWhenExpiring, comparedAgo: time.Hour},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			argo := argocdtest.New(t)
 			st := storetest.New(t, true).Store(t, "")
 			view, url := gitView(t, argo, st)
-			argo.Put(automatedApp("auto", "prod/payments", url("prod/payments")))
+			a := automatedApp("auto", "prod/payments", url("prod/payments"))
+			if tc.comparedAgo > 0 {
+				a.Status.ReconciledAt = &metav1.Time{Time: time.Now().Add(-tc.comparedAgo)}
+			}
+			argo.Put(a)
 			if tc.fail {
 				argo.FailNext("manifests", codes.Unavailable, 1)
 			}
 			r := newRig(t, argo, st, func(c *deploy.Config) {
-				c.Revisions, c.SyncAutomated, c.GenerateFirst = view, true, tc.generateFirst
+				c.Revisions, c.SyncAutomated, c.GenerateFirst, c.Reconciliation = view, true, tc.mode, tc.reconciliation
 			})
 			gen := publish(t, st, "prod/payments", "one")
 			r.deployer.Notify(deploy.Event{App: "prod/payments", Generation: gen, Source: deploy.SourcePush})
@@ -265,7 +282,7 @@ func TestSyncFirstAsksForTheReleasesManifestsBeforeTheSync(t *testing.T) {
 				}
 			}
 			want := []string{"sync"}
-			if tc.generateFirst && !tc.fail {
+			if tc.generates {
 				want = []string{"manifests", "sync"}
 			}
 			if !slices.Equal(methods, want) {
@@ -281,5 +298,26 @@ func TestSyncFirstAsksForTheReleasesManifestsBeforeTheSync(t *testing.T) {
 				t.Errorf("failed get_manifests calls counted: %v, want %v", got, want)
 			}
 		})
+	}
+}
+
+// --generate-first takes the modes by name, and true and false, what it
+// took when it was a switch; anything else is refused with what it takes.
+func TestGenerateFirstFlag(t *testing.T) {
+	for in, want := range map[string]deploy.GenerateFirst{
+		"expiring": deploy.GenerateWhenExpiring, "always": deploy.GenerateAlways, "never": deploy.GenerateNever,
+		"true": deploy.GenerateAlways, "false": deploy.GenerateNever,
+	} {
+		var g deploy.GenerateFirst
+		if err := g.UnmarshalText([]byte(in)); err != nil || g != want {
+			t.Errorf("%q: %v, %v; want %v", in, g, err, want)
+		}
+	}
+	var g deploy.GenerateFirst
+	if err := g.UnmarshalText([]byte("sometimes")); err == nil || !strings.Contains(err.Error(), "expiring, always or never") {
+		t.Errorf("sometimes: %v, want an error naming the modes", err)
+	}
+	if b, _ := deploy.GenerateWhenExpiring.MarshalText(); string(b) != "expiring" {
+		t.Errorf("the default prints as %q, want expiring", b)
 	}
 }

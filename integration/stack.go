@@ -417,8 +417,7 @@ func (s *stack) runBridge(extra ...string) error {
 		"--token-file", "generator=" + s.path("bridge.token"), "--kubeconfig", s.path("kube", "config"),
 		"--argocd-server", s.argocd, "--argocd-plaintext", "--argocd-token-file", s.path("argocd", "token"),
 		"--sync", "--sync-prune", "--age-key-file", s.ageKeys, "--log-level", "debug",
-		"--sync-automated=" + strconv.FormatBool(stackLevers.syncFirst), "--generate-first=" + strconv.FormatBool(stackLevers.generateFirst),
-	}, extra...)
+	}, append(stackLevers.bridgeArgs(reconciliation()), extra...)...)
 	logPath := filepath.Join(s.logs, "bucketops-bridge.log")
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -708,13 +707,12 @@ func tamper(s *stack, app, content string) error {
 func (s *stack) startReplica(name string) (*proc, string, error) {
 	addr := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
 	p, ports, err := s.startOnPorts(name, 1, func(ports []int) (*proc, error) {
-		return s.start(name, s.bin["bucketops-bridge"], []string{
+		return s.start(name, s.bin["bucketops-bridge"], append([]string{
 			"--listen", addr(ports[0]), "--bucket", s.env("BUCKETOPS_BUCKET"),
 			"--token-file", "plugin=" + s.path("bridge.token"), "--token-file", "reader=" + s.path("bridge.token"),
 			"--argocd-server", s.argocd, "--argocd-plaintext", "--argocd-token-file", s.path("argocd", "token"),
 			"--sync", "--sync-prune", "--age-key-file", s.ageKeys, "--poll-interval", "2s", "--log-level", "debug",
-			"--sync-automated=" + strconv.FormatBool(stackLevers.syncFirst), "--generate-first=" + strconv.FormatBool(stackLevers.generateFirst),
-		}, append(os.Environ(), "STORAGE_EMULATOR_HOST="+s.env("STORAGE_EMULATOR_HOST")), s.dir)
+		}, stackLevers.bridgeArgs(reconciliation())...), append(os.Environ(), "STORAGE_EMULATOR_HOST="+s.env("STORAGE_EMULATOR_HOST")), s.dir)
 	}, func(p *proc, ports []int) error {
 		return waitFor(name, p, 30*time.Second, func() error { return httpOK("http://"+addr(ports[0])+"/readyz", "") })
 	})

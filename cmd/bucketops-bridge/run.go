@@ -66,10 +66,12 @@ type config struct {
 	argocdNS      string
 	sync, prune   bool
 	syncAutomated bool
-	generateFirst bool
-	argocdWorkers int
-	localPubsub   bool
-	envFile       string
+	generateFirst deploy.GenerateFirst
+	// reconciliation is Argo CD's timeout.reconciliation.
+	reconciliation time.Duration
+	argocdWorkers  int
+	localPubsub    bool
+	envFile        string
 
 	// ApplicationSets.
 	generatorGitURL string
@@ -191,7 +193,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.sync, "sync", false, "after the refresh, sync Applications that are out of sync and have no automated sync policy")
 	fs.BoolVar(&c.prune, "sync-prune", false, "prune in the syncs --sync starts")
 	fs.BoolVar(&c.syncAutomated, "sync-automated", true, "for an Application with automated sync, ask Argo CD for a sync of its targetRevision instead of a refresh (no refresh annotation, so no ApplicationSet re-render, and one comparison fewer); false: refresh it as the others")
-	fs.BoolVar(&c.generateFirst, "generate-first", true, "with --sync-automated, ask Argo CD for the release's manifests at its commit before the sync, so that the repo-server generates it once even when a comparison of the Application's runs beside the sync's; false: sync at once")
+	fs.TextVar(&c.generateFirst, "generate-first", deploy.GenerateWhenExpiring, "with --sync-automated, ask Argo CD for the release's manifests at its commit before the sync, so that the repo-server generates it once when a comparison of the Application's runs beside the sync's: expiring (only for an Application whose last comparison is about to expire, see --argocd-reconciliation), always, or never (sync at once)")
+	fs.DurationVar(&c.reconciliation, "argocd-reconciliation", 120*time.Second, "Argo CD's timeout.reconciliation (argocd-cm; 0s if its timer is off): --generate-first=expiring generates first for an Application whose last comparison is older than this less 10s")
 	fs.IntVar(&c.argocdWorkers, "argocd-workers", 16, "concurrent Argo CD refreshes: each waits for Argo CD to generate the app's manifests, so this is how many apps of a burst Argo CD works on at once")
 	fs.StringVar(&c.generatorGitURL, "generator-git-url", "", "base of the repoURL the ApplicationSet generator gives each app (URL/APP.git); default the scheme and host it was called at, + /git")
 	fs.StringVar(&c.appsetConfigMap, "applicationset-configmap", "bucketops-generator", "refresh the ApplicationSets in --argocd-namespace whose plugin generator names this ConfigMap when an app appears, is retired or changes labels; empty: don't")
@@ -377,7 +380,7 @@ func (b bridge) serve(ctx context.Context, st *store.Store, sub *pubsub.Subscrib
 		return err
 	}
 	dcfg := deploy.Config{
-		Releases: st, Revisions: view, Namespace: b.cfg.argocdNS, Sync: b.cfg.sync, Prune: b.cfg.prune, SyncAutomated: b.cfg.syncAutomated, GenerateFirst: b.cfg.generateFirst,
+		Releases: st, Revisions: view, Namespace: b.cfg.argocdNS, Sync: b.cfg.sync, Prune: b.cfg.prune, SyncAutomated: b.cfg.syncAutomated, GenerateFirst: b.cfg.generateFirst, Reconciliation: b.cfg.reconciliation,
 		Workers: b.cfg.argocdWorkers, Logger: b.log.With("component", "deploy"), Registry: reg,
 	}
 	if b.cfg.argocd.Server != "" {
