@@ -2,6 +2,8 @@ package appset_test
 
 import (
 	"context"
+	"log/slog"
+	"maps"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/bucketops/bucketops/appset"
+	"github.com/bucketops/bucketops/logtest"
 	"github.com/bucketops/bucketops/store"
 	"github.com/bucketops/bucketops/store/storetest"
 )
@@ -97,9 +100,11 @@ func TestRefresherFollowsTheFleetsShape(t *testing.T) {
 	c := newCluster(t)
 	release(t, s, "prod/payments", 1, map[string]string{"team": "payments"})
 
+	logs := &logtest.Buffer{}
 	r, err := appset.NewRefresher(appset.RefresherConfig{
 		Releases: s, Sets: appset.Kube{Client: c, Namespace: "argocd", ConfigMap: "bucketops-generator"},
-		Coalesce: 10 * time.Millisecond, Resync: time.Hour, MinBackoff: 10 * time.Millisecond,
+		Coalesce: 10 * time.Millisecond, Resync: time.Hour, MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -109,16 +114,21 @@ func TestRefresherFollowsTheFleetsShape(t *testing.T) {
 	go func() { r.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	// waitRefresh waits for the refresh a change must bring.
+	// waitRefresh waits for the refresh a change must bring. The refresher
+	// annotates the ApplicationSets one after the other, and refreshed
+	// clears what it sees, so a look between the two sees one: what each
+	// look saw adds up.
 	waitRefresh := func(why string) {
 		t.Helper()
+		seen := map[string]bool{}
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			if got := c.refreshed(t); got["fleet"] && got["nested"] {
+			maps.Copy(seen, c.refreshed(t))
+			if seen["fleet"] && seen["nested"] {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: no refresh", why)
+				t.Fatalf("%s: ApplicationSets refreshed %v, want fleet and nested; the refresher's log:\n%s", why, seen, logs)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
