@@ -80,9 +80,10 @@ e2e-deps:
 # on 2 cores. Smaller runs: BENCH_ARGOCD_APPS=50 BENCH_ARGOCD_STREAM=1m
 # BENCH_ARGOCD_BURSTS=1; BENCH_ARGOCD_FEEDS=bucketops (git, git-paths) races
 # some feeds; BENCH_ARGOCD_LEVERS=none (or sync-first,basic-auth,…) turns
-# the install's levers off, and all,no-validate adds Argo CD's
+# the install's levers off, all,no-validate adds Argo CD's
 # Validate=false to every feed's Applications (not the install's; see
-# docs/argocd.md). To profile Argo CD's processes without
+# docs/argocd.md), and all,generate-first-always has the bridge generate
+# first before every sync, not only where a comparison is expiring. To profile Argo CD's processes without
 # rewriting the report with a profiled run, run the test itself with
 # BENCH_ARGOCD_PROFILE=DIR (docs/testing.md).
 bench-argocd: e2e-deps
