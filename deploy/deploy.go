@@ -76,11 +76,11 @@ type Config struct {
 	// only for an Application whose last comparison is about to expire
 	// (GenerateWhenExpiring, against Reconciliation).
 	GenerateFirst GenerateFirst
-	// Reconciliation is Argo CD's timeout.reconciliation (argocd-cm, 120s
-	// unless set): how old an Application's last comparison may be before
-	// any write to the Application starts a comparison of its own. 0 is
-	// Argo CD's timer turned off, when only an Application never compared
-	// has one.
+	// Reconciliation is Argo CD's timeout.reconciliation (argocd-cm; Argo
+	// CD's default is 120s): how old an Application's last comparison may
+	// be before any write to the Application starts a comparison of its
+	// own. Zero is Argo CD's timer turned off, when GenerateWhenExpiring
+	// generates first always (trigger.go says why).
 	Reconciliation time.Duration
 	// Workers bounds concurrent Argo CD calls (default 16). A refresh
 	// waits for Argo CD to generate the app's manifests, so this is how

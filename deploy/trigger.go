@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/argoproj/argo-cd/v2/pkg/apiclient/application"
@@ -216,12 +217,16 @@ const (
 
 // expiryMargin is how much sooner than timeout.reconciliation the bridge
 // counts a comparison as expiring: the time from the bridge reading the
-// Application to the controller taking in the sync's write, a second or
-// two on an idle controller. A controller behind on its queue takes the
-// write in later, when more comparisons have expired, but then its
-// refresh and operation queues rarely reach one Application at once
-// (the fleet race's bursts without generate-first: 0 to 8 second
-// generations for 200 apps).
+// Application to the end of the sync's generation, during which every
+// write to the Application (the sync's request, then the controller's
+// own operation state) can start the expired comparison; a few seconds
+// on an idle controller, and the two clocks' skew. A controller behind
+// on its queue takes the writes in later, when more comparisons have
+// expired, but then its refresh and operation queues rarely reach one
+// Application at once (the fleet race's bursts without generate-first:
+// 0 to 8 second generations for 200 apps). With
+// timeout.hard.reconciliation set, an expired hard comparison skips the
+// cache, and nothing the bridge asks first can spare it.
 const expiryMargin = 10 * time.Second
 
 var generateFirstNames = map[GenerateFirst]string{GenerateNever: "never", GenerateWhenExpiring: "expiring", GenerateAlways: "always"}
@@ -232,23 +237,22 @@ func (g GenerateFirst) String() string { return generateFirstNames[g] }
 // MarshalText and UnmarshalText make GenerateFirst a flag (flag.TextVar).
 func (g GenerateFirst) MarshalText() ([]byte, error) { return []byte(g.String()), nil }
 
-// UnmarshalText reads never, expiring or always; true and false, what
-// the flag was when it was a switch, are always and never.
+// UnmarshalText reads never, expiring or always; a boolean (true,
+// false, 1, 0, …: what the flag took when it was a switch) is always or
+// never.
 func (g *GenerateFirst) UnmarshalText(b []byte) error {
-	switch v := string(b); v {
-	case "true":
-		*g = GenerateAlways
-	case "false":
-		*g = GenerateNever
-	default:
-		for k, name := range generateFirstNames {
-			if name == v {
-				*g = k
-				return nil
-			}
+	v := string(b)
+	for k, name := range generateFirstNames {
+		if name == v {
+			*g = k
+			return nil
 		}
+	}
+	on, err := strconv.ParseBool(v)
+	if err != nil {
 		return fmt.Errorf("%q: want expiring, always or never", v)
 	}
+	*g = map[bool]GenerateFirst{true: GenerateAlways, false: GenerateNever}[on]
 	return nil
 }
 
@@ -264,7 +268,10 @@ func (d *Deployer) shouldGenerateFirst(a *v1alpha1.Application) bool {
 			return true // never compared: Argo CD counts that as expired
 		}
 		if d.cfg.Reconciliation <= 0 {
-			return false
+			// Argo CD's timer off: before 3.5.1 every comparison then
+			// counts as expired (argo-cd#27683), after it none does; one
+			// spare call is the cheaper mistake.
+			return true
 		}
 		return d.now().Sub(at.Time) >= d.cfg.Reconciliation-expiryMargin
 	}
