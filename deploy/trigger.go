@@ -147,6 +147,8 @@ func (d *Deployer) syncAutomated(ctx context.Context, app string, gen int64, wri
 	prune := a.Spec.SyncPolicy.Automated.Prune
 	if d.shouldGenerateFirst(a) {
 		d.generateFirst(ctx, app, gen, d.index.key(a), project)
+	} else if d.cfg.GenerateFirst == GenerateWhenExpiring {
+		d.log.Debug("not generating first: the application's last comparison isn't expiring", "app", app, "generation", gen, "application", d.index.key(a).String(), "compared_ago", d.now().Sub(a.Status.ReconciledAt.Time).Round(time.Second))
 	}
 	requested := time.Now()
 	d.metrics.triggers.WithLabelValues("sync").Inc()
