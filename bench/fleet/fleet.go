@@ -385,6 +385,28 @@ func renderRests(b *strings.Builder, r Report) {
 		return
 	}
 	fmt.Fprintf(b, "Before each stream, its apps deployed, the race waited for the stack to come to rest (the stack's CPU over a window no longer falling, up to a limit), so that no stream pays for what came before it: %s.\n\n", strings.Join(rests, "; "))
+	if busy := saturatedRests(r); len(busy) > 0 {
+		fmt.Fprintf(b, "**The machine was saturated at rest**: with nothing released, the stack still used %s, at least %.0f%% of the machine's %d cores, so the releases queued behind Argo CD's own steady work and this run measures the machine as much as the feeds. Race again on a machine where the stack rests lower before reading its times.\n\n", strings.Join(busy, ", "), saturatedShare*100, r.CPUs)
+	}
+}
+
+// saturatedShare is the share of the machine's cores above which a stack
+// at rest leaves a release too little to run on.
+const saturatedShare = 0.75
+
+// saturatedRests names the feeds whose stack rested at saturatedShare of
+// the machine's cores or more, with the cores it rested at.
+func saturatedRests(r Report) []string {
+	var busy []string
+	for _, f := range r.Feeds {
+		if r.CPUs <= 0 || !hasStream(&f) || f.Stream.Rest == nil {
+			continue
+		}
+		if last := f.Stream.Rest.Last; last >= saturatedShare*float64(r.CPUs) {
+			busy = append(busy, fmt.Sprintf("%.2f cores before the %s stream", last, f.Name))
+		}
+	}
+	return busy
 }
 
 // renderProcesses writes where the CPU went, process by process, and the

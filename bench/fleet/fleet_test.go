@@ -108,6 +108,21 @@ func TestRenderRests(t *testing.T) {
 		"git monorepo came to rest after 45.0 s, from 1.52 cores to 0.31 (at first the busiest: argocd-application-controller, 1.10)",
 		"bucketops had not come to rest after 5.0 min, from 1.90 cores to 1.40 (at first the busiest: argocd-repo-server, 0.80)",
 	)
+	if out := Render(r, "x.svg"); strings.Contains(out, "saturated") {
+		t.Errorf("a stack resting at 1.40 of %d cores is called saturated:\n%s", r.CPUs, out)
+	}
+}
+
+// A stack that rests at most of the machine's cores (a slow or busy
+// machine, seen on 2026-12-07 at 1.94 of 2) is named, so that nobody reads
+// its times as the feeds'.
+func TestRenderRestsSaturated(t *testing.T) {
+	r := sampleReport()
+	r.Feeds[2].Stream.Rest = &Rest{Wait: 30 * time.Second, First: 1.96, Last: 1.94, Busiest: "argocd-application-controller", BusiestCores: 1.5, Settled: true}
+	contains(t, Render(r, "x.svg"), "the section lacks %q",
+		"**The machine was saturated at rest**",
+		"1.94 cores before the bucketops stream, at least 75% of the machine's 2 cores",
+	)
 }
 
 func TestPercentileAndMedian(t *testing.T) {
