@@ -143,21 +143,21 @@ func (d *Deployer) refreshApplication(ctx context.Context, app string, gen int64
 // own targetRevision, pruning as its automated policy says, and checks
 // afterwards that the sync landed on generation gen or a newer one.
 func (d *Deployer) syncAutomated(ctx context.Context, app string, gen int64, written, received time.Time, a *v1alpha1.Application) error {
-	name, ns, project := a.Name, d.index.key(a).Namespace, a.Spec.Project
+	k, project := d.index.key(a), a.Spec.Project
 	prune := a.Spec.SyncPolicy.Automated.Prune
 	if d.shouldGenerateFirst(a) {
-		d.generateFirst(ctx, app, gen, d.index.key(a), project)
+		d.generateFirst(ctx, app, gen, k, project)
 	} else if d.cfg.GenerateFirst == GenerateWhenExpiring {
-		d.log.Debug("not generating first: the application's last comparison isn't expiring", "app", app, "generation", gen, "application", d.index.key(a).String(), "compared_ago", d.now().Sub(a.Status.ReconciledAt.Time).Round(time.Second))
+		d.log.Debug("not generating first: the application's last comparison isn't expiring", "app", app, "generation", gen, "application", k.String(), "compared_ago", d.now().Sub(a.Status.ReconciledAt.Time).Round(time.Second))
 	}
 	requested := time.Now()
 	d.metrics.triggers.WithLabelValues("sync").Inc()
-	if err := d.sync(ctx, d.client(), name, ns, project, prune, automatedRetry(a)); err != nil {
+	if err := d.sync(ctx, d.client(), k.Name, k.Namespace, project, prune, automatedRetry(a)); err != nil {
 		return err
 	}
 	d.observe(written, received)
-	d.log.Info("sync started", "app", app, "generation", gen, "application", d.index.key(a).String(), "prune", prune)
-	d.confirmLater(ctx, app, gen, d.index.key(a), project, requested)
+	d.log.Info("sync started", "app", app, "generation", gen, "application", k.String(), "prune", prune)
+	d.confirmLater(ctx, app, gen, k, project, requested)
 	return nil
 }
 
