@@ -640,7 +640,8 @@ const (
 
 // comeToRest waits until the stack's CPU has stopped falling: window by
 // window, until a window's is no more than restMargin below the quietest
-// before it, or restLimit has passed. Work a setup set off (comparisons,
+// before it and the stack leaves most of the machine free (fleet.AtRest),
+// or restLimit has passed. Work a setup set off (comparisons,
 // refreshes, a previous feed's leftovers) drains first, so that a stream
 // doesn't pay for it; the steady load that remains (Argo CD's timer
 // comparing the apps) every stream pays alike. Periodic load stops the
@@ -674,7 +675,7 @@ func comeToRest(t *testing.T) fleet.Rest {
 			rest.First, rest.Busiest, rest.BusiestCores = cores, busiest, busiestCores
 		}
 		t.Logf("the stack at rest? %.2f cores over the last %s (the busiest: %s, %.2f)", cores, restWindow, busiest, busiestCores)
-		if cores > quietest-restMargin {
+		if fleet.AtRest(cores, quietest, restMargin, runtime.NumCPU()) {
 			rest.Settled = true
 			return rest
 		}

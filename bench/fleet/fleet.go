@@ -384,17 +384,29 @@ func renderRests(b *strings.Builder, r Report) {
 	if len(rests) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "Before each stream, its apps deployed, the race waited for the stack to come to rest (the stack's CPU over a window no longer falling, up to a limit), so that no stream pays for what came before it: %s.\n\n", strings.Join(rests, "; "))
+	fmt.Fprintf(b, "Before each stream, its apps deployed, the race waited for the stack to come to rest (the stack's CPU over a window no longer falling and under %.0f%% of the machine's cores, up to a limit), so that no stream pays for what came before it: %s.\n\n", SaturatedShare*100, strings.Join(rests, "; "))
 	if busy := saturatedRests(r); len(busy) > 0 {
-		fmt.Fprintf(b, "**The machine was saturated at rest**: with nothing released, the stack still used %s, at least %.0f%% of the machine's %d cores, so the releases queued behind Argo CD's own steady work and this run measures the machine as much as the feeds. Race again on a machine where the stack rests lower before reading its times.\n\n", strings.Join(busy, ", "), saturatedShare*100, r.CPUs)
+		fmt.Fprintf(b, "**The machine was saturated at rest**: with nothing released, the stack still used %s, at least %.0f%% of the machine's %d cores, so the releases queued behind Argo CD's own steady work and this run measures the machine as much as the feeds. Race again on a machine where the stack rests lower before reading its times.\n\n", strings.Join(busy, ", "), SaturatedShare*100, r.CPUs)
 	}
 }
 
-// saturatedShare is the share of the machine's cores above which a stack
-// at rest leaves a release too little to run on.
-const saturatedShare = 0.75
+// SaturatedShare is the share of the machine's cores at or above which a
+// stack has not come to rest, however flat its load: it leaves a release
+// too little to run on.
+const SaturatedShare = 0.75
 
-// saturatedRests names the feeds whose stack rested at saturatedShare of
+// AtRest says whether a window's CPU, in cores, shows the stack at rest:
+// no more than margin below the quietest window before it (the load has
+// stopped falling) and under SaturatedShare of the machine's cpus. A
+// stack still working through a setup's backlog holds most of the machine
+// for minutes at a steady level (seen on 2026-12-08: 1.89 then 1.87 of 2
+// cores, and the stream after it went live at p50 50 s against 1.9 s
+// after a stack that fell to 0.06).
+func AtRest(cores, quietest, margin float64, cpus int) bool {
+	return cores > quietest-margin && cores < SaturatedShare*float64(cpus)
+}
+
+// saturatedRests names the feeds whose stack rested at SaturatedShare of
 // the machine's cores or more, with the cores it rested at.
 func saturatedRests(r Report) []string {
 	var busy []string
@@ -402,7 +414,7 @@ func saturatedRests(r Report) []string {
 		if r.CPUs <= 0 || !hasStream(&f) || f.Stream.Rest == nil {
 			continue
 		}
-		if last := f.Stream.Rest.Last; last >= saturatedShare*float64(r.CPUs) {
+		if last := f.Stream.Rest.Last; last >= SaturatedShare*float64(r.CPUs) {
 			busy = append(busy, fmt.Sprintf("%.2f cores before the %s stream", last, f.Name))
 		}
 	}

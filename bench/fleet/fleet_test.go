@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,6 +111,27 @@ func TestRenderRests(t *testing.T) {
 	)
 	if out := Render(r, "x.svg"); strings.Contains(out, "saturated") {
 		t.Errorf("a stack resting at 1.40 of %d cores is called saturated:\n%s", r.CPUs, out)
+	}
+}
+
+// The stack is at rest once its load stops falling, unless it holds most
+// of the machine: a flat load there is a backlog still draining.
+func TestAtRest(t *testing.T) {
+	for _, c := range []struct {
+		name            string
+		cores, quietest float64
+		want            bool
+	}{
+		{"the first window", 0.4, math.Inf(1), false},
+		{"still falling", 1.2, 1.6, false},
+		{"flat and low", 0.42, 0.42, true},
+		{"a little up from the quietest", 0.5, 0.42, true},
+		{"flat at most of the machine", 1.87, 1.89, false},
+		{"just under saturation", 1.49, 1.5, true},
+	} {
+		if got := AtRest(c.cores, c.quietest, 0.1, 2); got != c.want {
+			t.Errorf("%s: AtRest(%.2f after %.2f, 2 cores) = %v", c.name, c.cores, c.quietest, got)
+		}
 	}
 }
 
